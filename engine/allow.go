@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// Allow reports whether one token may be taken from key's bucket now, and
+// takes it if so. It is AllowN(key, 1).Allowed.
+func (e *Engine) Allow(key string) bool {
+	return e.decide(e.nanosNow(), key, 1).Allowed
+}
+
+// AllowN takes n tokens from key's bucket now if it holds them. Use it for
+// weighted requests; n may be fractional (0.001 resolution) and 0 peeks.
+func (e *Engine) AllowN(key string, n float64) Decision {
+	return e.decide(e.nanosNow(), key, n)
+}
+
+// AllowAt takes n tokens from key's bucket at time t if it holds them.
+//
+// Any consistent clock works: time.Now(), or a virtual one that starts
+// anywhere, such as time.Time{}. A time earlier than the bucket's last update
+// counts as that update: it never creates tokens and never moves the bucket
+// back. So callers that read the clock before a slow path may pass slightly
+// old times safely.
+//
+// A new key's bucket starts full. n == 0 peeks: allowed, nothing taken, no
+// bucket created. n > Burst, n < 0, NaN and infinities are denied with
+// RetryAfter InfDuration and change nothing. A denied call changes nothing
+// either, so polling a drained bucket does not delay its refill.
+//
+// On a key that has a bucket AllowAt takes no lock and allocates nothing.
+func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
+	return e.decide(e.nanosAt(t), key, n)
+}
+
+// TokensAt returns the tokens key's bucket holds at time t (Burst for a key
+// without a bucket). It changes nothing and creates no bucket.
+func (e *Engine) TokensAt(t time.Time, key string) float64 {
+	l := e.layout
+	now := l.At(e.nanosAt(t))
+	b := e.table.Lookup(shard.Hash(key), key)
+	if b == nil {
+		return e.burst
+	}
+	if _, tokens, live := b.Peek(l, &e.ref, now); live {
+		return fixedpoint.TokensOf(tokens)
+	}
+	// Evicted under us: it was full, as a new bucket would be.
+	return e.burst
+}
+
+// decide is the body of every take; ns is nanoseconds since the epoch.
+func (e *Engine) decide(ns int64, key string, n float64) Decision {
+	l := e.layout
+	cost, ok := fixedpoint.Quantize(n)
+	if !ok || cost > l.Capacity {
+		return e.never(ns, key)
+	}
+	now := l.At(ns)
+	h := shard.Hash(key)
+	b := e.table.Lookup(h, key)
+	for {
+		if b == nil {
+			if cost == 0 {
+				e.allowed.add()
+				return Decision{Allowed: true, Remaining: e.burst}
+			}
+			var d Decision
+			if b, d = e.create(h, key, now, ns, cost); b == nil {
+				return d
+			}
+		}
+		s, live := b.Take(l, &e.ref, now, cost)
+		if live {
+			return e.decision(s, ns, cost)
+		}
+		// Evicted between lookup and take: the bucket was full and has
+		// been (or is being) unlinked; create afresh under the shard lock.
+		b = nil
+	}
+}
+
+// decision turns a fixedpoint step into a Decision and counts it.
+func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64) Decision {
+	l := e.layout
+	d := Decision{Allowed: s.Allowed, Remaining: fixedpoint.TokensOf(s.Tokens)}
+	if s.Allowed {
+		e.allowed.add()
+	} else {
+		e.denied.add()
+		d.RetryAfter = e.wait(s.At, s.Tokens, cost, ns)
+	}
+	d.ResetAfter = e.wait(s.At, s.Tokens, l.Capacity, ns)
+	return d
+}
+
+// wait returns the time from ns until a bucket holding have quanta at tick at
+// holds need quanta: to the start of the first tick that has them.
+func (e *Engine) wait(at int64, have, need uint64, ns int64) time.Duration {
+	if have >= need {
+		return 0
+	}
+	l := e.layout
+	k := l.TicksUntil(at, have, need)
+	return max(0, time.Duration(l.Nanos(at+int64(k))-clampNanos(ns)))
+}
+
+// never is the decision for a cost that no bucket can ever pay.
+func (e *Engine) never(ns int64, key string) Decision {
+	e.denied.add()
+	d := Decision{Remaining: e.burst, RetryAfter: InfDuration}
+	l := e.layout
+	now := l.At(ns)
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
+		if at, tokens, live := b.Peek(l, &e.ref, now); live {
+			d.Remaining = fixedpoint.TokensOf(tokens)
+			d.ResetAfter = e.wait(at, tokens, l.Capacity, ns)
+		}
+	}
+	return d
+}
+
+func clampNanos(ns int64) int64 {
+	const bound = 1 << 62
+	return min(max(ns, -bound), bound)
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// evictBudget bounds the buckets one new key may inspect looking for a full
+// one to evict, so that a flood of new keys against a full table costs each
+// of them O(1).
+const evictBudget = 256
+
+// maxReserveTries bounds how often a new key evicts a bucket and then loses
+// the freed room to another new key before giving up.
+const maxReserveTries = 3
+
+// create inserts a bucket for key, unless MaxKeys buckets are live and none
+// can be evicted; then it returns nil and the capacity decision.
+func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, cost uint64) (*shard.Bucket, Decision) {
+	l := e.layout
+	if !e.reserve(now) {
+		e.overflow.Add(1)
+		if e.denyWhenFull {
+			e.denied.add()
+			return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
+		}
+		// Fail open, as for any storage failure: admit, store nothing.
+		e.allowed.add()
+		left := l.Capacity - cost
+		return nil, Decision{Allowed: true, Remaining: fixedpoint.TokensOf(left), ResetAfter: e.wait(now.Tick, left, l.Capacity, ns)}
+	}
+	b, created := e.table.Insert(h, key, l, now)
+	if !created {
+		e.live.Add(-1) // someone else created it first; give back the room
+	}
+	return b, Decision{}
+}
+
+// reserve counts one more live bucket, evicting a full one first if MaxKeys
+// are live. It reports false if there is no room.
+func (e *Engine) reserve(now fixedpoint.Instant) bool {
+	if e.maxKeys == 0 {
+		e.live.Add(1)
+		return true
+	}
+	for try := 0; ; {
+		n := e.live.Load()
+		if n < e.maxKeys {
+			if e.live.CompareAndSwap(n, n+1) {
+				return true
+			}
+			continue
+		}
+		if try++; try > maxReserveTries || !e.evictForRoom(now) {
+			return false
+		}
+	}
+}
+
+// evictForRoom evicts one full bucket, searching at most evictBudget buckets.
+func (e *Engine) evictForRoom(now fixedpoint.Instant) bool {
+	if now.Tick < e.noEvictBefore.Load() {
+		return false
+	}
+	soonest := int64(math.MaxInt64)
+	found := e.table.EvictOne(evictBudget, func(b *shard.Bucket) (bool, int64) {
+		evicted, at, fullAt := e.evictIfFull(b, now)
+		soonest = min(soonest, fullAt)
+		return evicted, at
+	})
+	if found {
+		e.evicted.Add(1)
+		e.live.Add(-1)
+		return true
+	}
+	e.noEvictBefore.Store(soonest)
+	return false
+}
+
+// capacityWait is the RetryAfter of a capacity denial: until the soonest tick
+// at which the last scan expects a bucket to be full, at least one tick.
+func (e *Engine) capacityWait(tick, ns int64) time.Duration {
+	l := e.layout
+	at := max(e.noEvictBefore.Load(), tick+1)
+	return max(0, time.Duration(l.Nanos(at)-clampNanos(ns)))
+}
+
+// evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at
+// now, and renews the word if it is older than the layout's Stale age. It
+// returns whether it evicted, the tick the eviction was decided at, and
+// otherwise the tick from which the bucket will be full if left alone.
+//
+// A bucket whose last update is later than now (a clock behind the bucket)
+// is never evicted. The eviction is one CompareAndSwap from the word that
+// showed a full bucket, so a concurrent take either lands first (the CAS
+// fails and the bucket stays) or finds the tomb and starts a new, full bucket
+// at no earlier tick: eviction never loses a take.
+func (e *Engine) evictIfFull(b *shard.Bucket, now fixedpoint.Instant) (evicted bool, at, fullAt int64) {
+	l := e.layout
+	for {
+		w := b.Load()
+		if w == fixedpoint.Tomb {
+			return false, 0, math.MaxInt64
+		}
+		r := e.ref.Load()
+		last, at, tokens := l.Advance(w, r, now)
+		if now.Tick < last {
+			return false, 0, last
+		}
+		if tokens == l.Capacity {
+			if b.CompareAndSwap(w, fixedpoint.Tomb) {
+				return true, at, 0
+			}
+			continue
+		}
+		if last < now.Tick-l.Stale {
+			// Renew an old word so that it stays inside the horizon. The
+			// state is the same: the refill grid is absolute.
+			e.ref.Cover(l, r, at)
+			b.CompareAndSwap(w, l.Pack(at, tokens))
+		}
+		return false, 0, at + int64(l.TicksUntil(at, tokens, l.Capacity))
+	}
+}

@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+// ErrInvalidConfig is wrapped by every error New returns.
+var ErrInvalidConfig = errors.New("engine: invalid config")
+
+// Config describes an Engine. Limit and Burst are required; the zero value of
+// every other field picks a documented default.
+type Config struct {
+	// Limit is the refill rate of every bucket, in tokens per second: at
+	// least one token per day (1/86400) and at most 1e9.
+	Limit Limit
+	// Burst is the capacity of every bucket in tokens, and what a new key
+	// starts with: from 1 to 1e9, a multiple of 0.001, and small enough that
+	// an empty bucket refills within 366 days (Burst/Limit <= 31,622,400 s).
+	Burst float64
+	// Shards is the number of independent partitions of the key table, a
+	// power of two up to 65536. 0 picks 16 per usable CPU (GOMAXPROCS),
+	// rounded up to a power of two. More shards mean shorter insert and
+	// sweep pauses per shard and cost about 64 bytes each when empty.
+	Shards int
+	// SweepInterval is how often the background sweeper evicts full buckets
+	// and renews old words. 0 picks 10 s (or a quarter of the horizon if that
+	// is shorter); a negative value starts no sweeper, for engines driven by
+	// a virtual clock, which must then call SweepAt themselves. A positive
+	// value must lie between 1 ms and a quarter of the horizon (Precision):
+	// at least 17.18 s for every Burst.
+	SweepInterval time.Duration
+	// MaxKeys bounds the number of live buckets at every instant; 0 means
+	// unbounded. When it is reached a new key first evicts a full bucket
+	// (lossless); if none can go the key is admitted without a bucket and
+	// counted in Stats.Overflow, or denied if DenyWhenFull is set.
+	MaxKeys int
+	// DenyWhenFull makes a new key that finds MaxKeys buckets live, none of
+	// them full, be denied instead of admitted unstored.
+	DenyWhenFull bool
+}
+
+const (
+	minLimit       = 1.0 / 86400
+	maxLimit       = 1e9
+	minBurst       = 1
+	maxBurst       = 1e9
+	maxFillSeconds = 366 * 86400
+	maxShards      = 1 << 16
+	defaultSweep   = 10 * time.Second
+	minSweep       = time.Millisecond
+	shardsPerCPU   = 16
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// layout validates the rate and burst and derives the word layout.
+func (c *Config) layout() (*fixedpoint.Layout, error) {
+	r := float64(c.Limit)
+	if math.IsNaN(r) || r < minLimit || r > maxLimit {
+		return nil, invalid("Limit must be between 1/86400 (one token per day) and 1e9 tokens per second, got %v", r)
+	}
+	b := c.Burst
+	if math.IsNaN(b) || b < minBurst || b > maxBurst {
+		return nil, invalid("Burst must be between 1 and 1e9 tokens, got %v", b)
+	}
+	capacity, exact := fixedpoint.QuantizeExact(b)
+	if !exact {
+		return nil, invalid("Burst must be a multiple of 0.001 tokens, got %v", b)
+	}
+	fill := new(big.Rat).Quo(new(big.Rat).SetFloat64(b), new(big.Rat).SetFloat64(r))
+	if fill.Cmp(big.NewRat(maxFillSeconds, 1)) > 0 {
+		f, _ := fill.Float64()
+		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %.6g s", f)
+	}
+	l, err := fixedpoint.NewLayout(capacity, r)
+	if err != nil {
+		return nil, invalid("Limit %v with Burst %v cannot be represented: %v", r, b, err)
+	}
+	return l, nil
+}
+
+// shards validates Shards and returns the count to use.
+func (c *Config) shards(procs int) (int, error) {
+	n := c.Shards
+	if n == 0 {
+		return min(maxShards, 1<<bits.Len(uint(shardsPerCPU*procs-1))), nil
+	}
+	if n < 1 || n > maxShards || n&(n-1) != 0 {
+		return 0, invalid("Shards must be 0 or a power of two from 1 to 65536, got %d", n)
+	}
+	return n, nil
+}
+
+// sweepInterval validates SweepInterval against the layout's horizon and
+// returns the interval to use (negative: no sweeper).
+func (c *Config) sweepInterval(l *fixedpoint.Layout) (time.Duration, error) {
+	limit := time.Duration(l.HorizonNanos() / 4)
+	switch {
+	case c.SweepInterval < 0:
+		return -1, nil
+	case c.SweepInterval == 0:
+		return min(defaultSweep, limit), nil
+	case c.SweepInterval < minSweep || c.SweepInterval > limit:
+		return 0, invalid("SweepInterval must be negative (no sweeper), 0 (default) or between %v and %v (a quarter of the horizon for Burst %v), got %v",
+			minSweep, limit, c.Burst, c.SweepInterval)
+	}
+	return c.SweepInterval, nil
+}
+
+func (c *Config) maxKeys() (int64, error) {
+	if c.MaxKeys < 0 {
+		return 0, invalid("MaxKeys must be 0 (unbounded) or positive, got %d", c.MaxKeys)
+	}
+	return int64(c.MaxKeys), nil
+}

@@ -1,0 +1,34 @@
+package engine
+
+import "time"
+
+// Decision is the outcome of one request for tokens. It is returned by value
+// and allocates nothing.
+type Decision struct {
+	// Allowed reports whether the tokens were taken (always, for a cost of 0).
+	Allowed bool
+	// Remaining is the tokens left in the bucket after this decision, in
+	// steps of 0.001. A denied request took nothing, so it is the tokens the
+	// bucket holds; a request denied for capacity (DenyWhenFull) reports 0.
+	Remaining float64
+	// RetryAfter is 0 when allowed; otherwise the wait after which the same
+	// request would be allowed if nothing else touched the bucket, rounded up
+	// to the engine's tick (never early); InfDuration if it can never be.
+	RetryAfter time.Duration
+	// ResetAfter is the wait until the bucket is full again, if nothing else
+	// touches it.
+	ResetAfter time.Duration
+}
+
+// Precision describes the fixed-point units an Engine chose for its Burst.
+type Precision struct {
+	// Quantum is the smallest token amount: 0.001.
+	Quantum float64
+	// Tick is the time resolution of refill: decisions see times rounded
+	// down to a multiple of Tick.
+	Tick time.Duration
+	// Horizon is the span of the packed timestamp. Live buckets must be
+	// swept (or touched) at least every Horizon/4; SweepInterval is bounded by
+	// it.
+	Horizon time.Duration
+}

@@ -1,0 +1,61 @@
+// Package engine is an in-memory, lock-free, keyed token-bucket rate limiter.
+//
+// An Engine keeps one bucket per key. A bucket holds at most Burst tokens,
+// starts full, and refills continuously at Limit tokens per second; the refill
+// is computed when a key is used, with no timers. A request takes n tokens if
+// the bucket holds them (weighted costs, fractional to 0.001) and is denied
+// otherwise, with the exact wait until it would succeed:
+//
+//	e, err := engine.New(engine.Config{Limit: 10, Burst: 50})
+//	...
+//	if d := e.AllowN(userID, 1); !d.Allowed {
+//		// 429, Retry-After: d.RetryAfter
+//	}
+//
+// Allow and AllowN read the monotonic clock; AllowAt, TokensAt and SweepAt
+// take the time as an argument, for tests, simulations and callers that have
+// already read the clock.
+//
+// # Concurrency
+//
+// All methods are safe for simultaneous use. On a key that has a bucket,
+// Allow, AllowN, AllowAt and TokensAt take no lock and allocate nothing: a
+// hash, an atomic index lookup, and a CompareAndSwap loop on the bucket's one
+// 64-bit word. The first use of a key takes its shard's mutex to insert the
+// bucket. Decisions are linearizable per key: each one takes effect at one
+// instant between the call and its return.
+//
+// # Time
+//
+// The engine counts time from its epoch, the first time it is given or reads.
+// Only differences matter, so any consistent clock works, including a virtual
+// one starting at time.Time{}. A time earlier than a bucket's last update
+// counts as that update: it neither adds tokens nor moves the bucket back, so
+// goroutines that read the clock and then lose a race cannot mint tokens (this
+// is stricter than golang.org/x/time/rate, which rebases the bucket to the
+// earlier time).
+//
+// # Accuracy
+//
+// Tokens are counted in thousandths and time in ticks of 1 ns or more
+// (Precision). Every rounding denies rather than admits: the engine never
+// admits a request that an exact, real-number token bucket would deny, and it
+// trails that exact bucket by less than 0.002 token plus two ticks of refill,
+// however many requests are made; with 1 ns ticks (any Burst up to 268,435)
+// that is 0.002 token. See package fixedpoint for the layout and the bound.
+//
+// # Memory
+//
+// A live key costs about 40 bytes with a 13-byte key, key bytes included. A
+// background sweeper (SweepInterval) evicts buckets that are full, which is
+// lossless because a full bucket is exactly what an unknown key starts with.
+// MaxKeys bounds the number of live buckets at every instant.
+//
+// # Failure
+//
+// A new key that finds MaxKeys buckets live and none full is admitted without
+// a bucket (fail-open: a storage limit never blocks traffic) and counted in
+// Stats.Overflow; set DenyWhenFull to deny it instead. Bad configuration is an
+// error from New naming the field and its range; bad costs are denials with
+// RetryAfter InfDuration. Nothing panics.
+package engine

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// Engine is a keyed token-bucket rate limiter: one bucket per key, each
+// holding at most Burst tokens, starting full and refilling continuously at
+// Limit tokens per second.
+//
+// All methods are safe for simultaneous use by multiple goroutines. The zero
+// Engine is not usable; call New. An Engine must not be copied after first
+// use.
+type Engine struct {
+	layout *fixedpoint.Layout
+	table  *shard.Table
+	// ref is the reference tick against which packed words are resolved.
+	ref shard.Ref
+	// epoch is the first time the engine was given (or read from the clock);
+	// ticks count from it. Set once, by CompareAndSwap from nil.
+	epoch atomic.Pointer[time.Time]
+
+	burst        float64
+	limit        Limit
+	maxKeys      int64
+	denyWhenFull bool
+	sweepEvery   time.Duration
+
+	allowed, denied counter
+	evicted         atomic.Uint64
+	overflow        atomic.Uint64
+	// live counts buckets in the table. With MaxKeys it is incremented
+	// before a bucket is inserted (a reservation), so it never exceeds
+	// MaxKeys, and decremented after one is evicted.
+	live atomic.Int64
+	// noEvictBefore is a tick before which a capacity eviction scan is known
+	// to be futile: the last scan found no full bucket, and none of those it
+	// saw fills up earlier.
+	noEvictBefore atomic.Int64
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns an Engine for cfg, or an error wrapping ErrInvalidConfig that
+// names the first invalid field and its allowed range. Unless
+// cfg.SweepInterval is negative it starts a background sweeper; Close stops
+// it.
+func New(cfg Config) (*Engine, error) {
+	l, err := cfg.layout()
+	if err != nil {
+		return nil, err
+	}
+	shards, err := cfg.shards(runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, err
+	}
+	sweep, err := cfg.sweepInterval(l)
+	if err != nil {
+		return nil, err
+	}
+	maxKeys, err := cfg.maxKeys()
+	if err != nil {
+		return nil, err
+	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported platforms
+	e := &Engine{
+		layout:       l,
+		table:        shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
+		burst:        cfg.Burst,
+		limit:        cfg.Limit,
+		maxKeys:      maxKeys,
+		denyWhenFull: cfg.DenyWhenFull,
+		sweepEvery:   sweep,
+		allowed:      newCounter(),
+		denied:       newCounter(),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
+	}
+	if sweep > 0 {
+		go e.sweeper()
+	} else {
+		close(e.done)
+	}
+	return e, nil
+}
+
+// Close stops the background sweeper and waits for it to exit. It is
+// idempotent and always returns nil. The engine keeps working after Close;
+// only sweeping stops.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() { close(e.stop) })
+	<-e.done
+	return nil
+}
+
+// Len returns the number of live buckets. It never creates one.
+func (e *Engine) Len() int { return int(e.live.Load()) }
+
+// Limit returns the engine's refill rate.
+func (e *Engine) Limit() Limit { return e.limit }
+
+// Burst returns the engine's bucket capacity in tokens.
+func (e *Engine) Burst() float64 { return e.burst }
+
+// Precision returns the fixed-point units chosen for the engine's Burst.
+func (e *Engine) Precision() Precision {
+	return Precision{
+		Quantum: 1.0 / fixedpoint.QuantaPerToken,
+		Tick:    time.Duration(e.layout.TickNanos()),
+		Horizon: time.Duration(e.layout.HorizonNanos()),
+	}
+}

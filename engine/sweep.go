@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// SweepAt evicts every bucket that is full at time t and renews buckets older
+// than half the horizon, one shard at a time, and returns how many it
+// evicted. Eviction is lossless: only full buckets go, and a full bucket is
+// what a new key starts with. A later call with a time before t sees an
+// evicted key as full at t.
+//
+// An engine driven by a virtual clock (SweepInterval < 0) must call SweepAt
+// with that clock at least every Precision().Horizon/4 of it; otherwise
+// buckets untouched for longer may refill late (never early).
+func (e *Engine) SweepAt(t time.Time) int {
+	now := e.layout.At(e.nanosAt(t))
+	n := 0
+	for i := range e.table.Shards() {
+		n += e.sweepShard(i, now)
+	}
+	return n
+}
+
+func (e *Engine) sweepShard(i int, now fixedpoint.Instant) int {
+	n := e.table.Sweep(i, func(b *shard.Bucket) (bool, int64) {
+		evicted, at, _ := e.evictIfFull(b, now)
+		return evicted, at
+	})
+	if n > 0 {
+		e.evicted.Add(uint64(n))
+		e.live.Add(-int64(n))
+	}
+	return n
+}
+
+// sweeper is the background sweeper: every sweepEvery it sweeps each shard in
+// turn at the engine's monotonic clock, reading the clock afresh per shard so
+// that a long sweep never judges fullness at a stale time.
+func (e *Engine) sweeper() {
+	defer close(e.done)
+	tk := time.NewTicker(e.sweepEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tk.C:
+		}
+		if e.epoch.Load() == nil {
+			continue // nothing has happened yet
+		}
+		for i := range e.table.Shards() {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+			e.sweepShard(i, e.layout.At(e.nanosNow()))
+		}
+	}
+}

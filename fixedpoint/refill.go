@@ -1,0 +1,105 @@
+package fixedpoint
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The refill is read off one grid, G(t) = floor(t * RateNum / den) quanta at
+// tick t, counted from the epoch. A bucket updated at tick a holds at tick b
+// its count plus G(b) - G(a), capped at Capacity. Because the grid is fixed
+// and every update stores its tick, the credits of consecutive updates
+// telescope: splitting an interval never drops a fractional quantum, however
+// often a bucket is touched. Computing G(b) - G(a) needs only a's position
+// between two quanta of the grid, its phase.
+
+// phase returns (tick * RateNum) mod den, the grid's progress past its last
+// whole quantum at tick, in units of 1/den quanta.
+func (l *Layout) phase(tick int64) u128 {
+	a := uint64(tick)
+	if tick < 0 {
+		a = uint64(-tick)
+	}
+	x := mul64(a, l.RateNum)
+	// x mod (5^6 * 2^k) = ((x >> k) mod 5^6) * 2^k + (x mod 2^k)
+	p := u128{0, x.shr(l.RateShift).mod5p6()}.shl(l.RateShift).add(x.low(l.RateShift))
+	if tick < 0 && !p.isZero() {
+		p = l.den.sub(p)
+	}
+	return p
+}
+
+// Credit returns G(from+elapsed) - G(from): the quanta that refill between
+// tick from and tick from+elapsed, for elapsed <= FillTicks.
+func (l *Layout) Credit(from int64, elapsed uint64) uint64 {
+	z := l.phase(from).add(mul64(elapsed, l.RateNum))
+	// z < den * (Capacity+2), so z >> RateShift < 5^6 * 2^41 fits 64 bits.
+	return z.shr(l.RateShift).lo / five6
+}
+
+// ticksFor returns ceil((missing*den - p) / RateNum): the fewest ticks after a
+// tick of phase p that refill missing quanta.
+func (l *Layout) ticksFor(missing uint64, p u128) uint64 {
+	n := mul64(missing, five6).shl(l.RateShift).sub(p)
+	if n.hi >= l.RateNum {
+		return math.MaxUint64 // more than 2^64 ticks: never within the clamped range
+	}
+	q, r := bits.Div64(n.hi, n.lo, l.RateNum)
+	if r != 0 {
+		q++
+	}
+	return q
+}
+
+// TicksUntil returns the fewest ticks after tick at that refill a bucket
+// holding have quanta to at least need quanta (need <= Capacity).
+func (l *Layout) TicksUntil(at int64, have, need uint64) uint64 {
+	if have >= need {
+		return 0
+	}
+	return l.ticksFor(need-have, l.phase(at))
+}
+
+// Boundary returns the first tick at or after tick at which the grid is on a
+// whole quantum (phase 0).
+//
+// A full bucket is stored at this tick rather than at the tick it was found
+// full. The grid's fraction of a quantum that had accrued at that tick belongs
+// to tokens the cap discarded; stored at the earlier tick, that fraction would
+// be credited again by the next refill, admitting up to one quantum more than
+// an exact bucket. Stored at the boundary, the bucket counts as full a little
+// later (less than one quantum's refill), and an exact bucket is never
+// exceeded. A time before the boundary counts as the boundary, as any time
+// before a bucket's stored tick does.
+func (l *Layout) Boundary(at int64) int64 {
+	p := l.phase(at)
+	if p.isZero() {
+		return at
+	}
+	return at + int64(l.ticksFor(1, p))
+}
+
+// Full returns the word of a bucket found full at tick ceil (a time rounded
+// up): it is stored at the Boundary at or after ceil.
+func (l *Layout) Full(ceil int64) Word { return l.Pack(l.Boundary(ceil), l.Capacity) }
+
+// Advance returns the state of w at now: last is the resolved tick of w's
+// update, at = max(last, now.Tick) is the tick the state is taken at, and
+// tokens the refilled count, at most Capacity. A bucket found full is taken
+// at the Boundary at or after max(at, now.Ceil) instead. A now before last
+// counts as last: an earlier time never adds tokens and never moves a bucket
+// back.
+func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens uint64) {
+	last = l.Resolve(w, ref)
+	tokens = l.Tokens(w)
+	at = max(last, now.Tick)
+	if at > last && tokens < l.Capacity {
+		// at and last both lie within ±2^62, so the difference fits.
+		elapsed := min(uint64(at-last), l.FillTicks)
+		tokens = min(tokens+l.Credit(last, elapsed), l.Capacity)
+	}
+	if tokens == l.Capacity {
+		at = l.Boundary(max(at, now.Ceil))
+	}
+	return last, at, tokens
+}

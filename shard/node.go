@@ -1,0 +1,74 @@
+package shard
+
+// This file holds all of the package's unsafe code: a bucket and its key
+// share one pointer-free heap object.
+//
+//	offset 0   word     uint64 (the Bucket)
+//	offset 8   keyLen   uint16 (0xFFFF: the length is the uint32 at offset 10)
+//	offset 10  key bytes (or offset 14 for keys of 65535 bytes and more)
+//
+// One allocation per key, with no pointers inside, so the garbage collector
+// never scans it: 24 bytes for a key of up to 14 bytes.
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+const (
+	lenOffset   = 8
+	shortOffset = 10
+	longOffset  = 14
+	longMark    = 0xFFFF
+	// minObject keeps objects out of the runtime's tiny allocator, which packs
+	// objects under 16 bytes without 8-byte alignment.
+	minObject = 16
+)
+
+// newBucket allocates a bucket holding w, followed by a copy of key.
+func newBucket(key string, w uint64) *Bucket {
+	off := shortOffset
+	if len(key) >= longMark {
+		off = longOffset
+	}
+	buf := make([]byte, max(off+len(key), minObject))
+	p := unsafe.Pointer(unsafe.SliceData(buf))
+	if off == shortOffset {
+		*(*uint16)(unsafe.Add(p, lenOffset)) = uint16(len(key))
+	} else {
+		*(*uint16)(unsafe.Add(p, lenOffset)) = longMark
+		*(*uint32)(unsafe.Add(p, shortOffset)) = uint32(len(key))
+	}
+	copy(buf[off:], key)
+	b := (*Bucket)(p)
+	b.word.Store(w)
+	return b
+}
+
+// Key returns the bucket's key. The bytes are written once, before the bucket
+// is published in an index, and never again, so reading them needs no
+// synchronisation beyond the atomic load that found the bucket.
+func (b *Bucket) Key() string {
+	p := unsafe.Pointer(b)
+	n := uintptr(*(*uint16)(unsafe.Add(p, lenOffset)))
+	off := uintptr(shortOffset)
+	if n == longMark {
+		n = uintptr(*(*uint32)(unsafe.Add(p, shortOffset)))
+		off = longOffset
+	}
+	return unsafe.String((*byte)(unsafe.Add(p, off)), n)
+}
+
+// objectSize is the number of bytes newBucket requests for key (the runtime
+// rounds it up to its size class).
+func objectSize(key string) int {
+	off := shortOffset
+	if len(key) >= longMark {
+		off = longOffset
+	}
+	return max(off+len(key), minObject)
+}
+
+// compile-time check that the word is first and 8 bytes long.
+var _ = [1]struct{}{}[unsafe.Offsetof(Bucket{}.word)]
+var _ = [1]struct{}{}[unsafe.Sizeof(atomic.Uint64{})-8]

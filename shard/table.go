@@ -1,0 +1,208 @@
+package shard
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/faucetgo/faucet/fixedpoint"
+	"golang.org/x/sys/cpu"
+)
+
+// Shard is one of a Table's independent partitions: a lock-free index of
+// buckets for lookups, a mutex for inserts, deletes and rebuilds, and the
+// tick of its latest eviction.
+type Shard struct {
+	mu sync.Mutex
+	// index is replaced whole on rebuild; readers load it once per lookup.
+	index atomic.Pointer[index]
+	// watermark is the latest tick at which a bucket of this shard was
+	// evicted. New buckets start at no earlier tick, so that a caller whose
+	// time is older than an eviction sees the full bucket the eviction saw,
+	// as if the evicted bucket were still there.
+	watermark atomic.Int64
+	// cursor is where the next capacity eviction scan of this shard starts;
+	// guarded by mu.
+	cursor uint64
+}
+
+const cacheLine = unsafe.Sizeof(cpu.CacheLinePad{})
+
+// paddedShard rounds a Shard up to whole cache lines. Shards are few and their
+// headers are written by many cores; without the pad two shards' mutexes
+// would share a line and contend.
+type paddedShard struct {
+	Shard
+	//lint:ignore U1000 prevents false sharing between shards
+	_ [(cacheLine - unsafe.Sizeof(Shard{})%cacheLine) % cacheLine]byte
+}
+
+// Table maps keys to buckets across 2^k shards. The caller hashes each key
+// once with Hash and passes the hash to every call for that key.
+type Table struct {
+	//lint:ignore U1000 keeps the shard array's neighbours off its first line
+	_      cpu.CacheLinePad
+	shards []paddedShard
+	shift  uint
+	// seed keys the in-shard index hash. The shard is picked from the plain
+	// xxhash of the key, which anyone can compute; the slot within a shard is
+	// picked from a seeded mix of it, so crafted keys cannot pile into one
+	// probe sequence without full 64-bit xxhash collisions.
+	seed uint64
+	// scan rotates capacity eviction scans across shards.
+	scan atomic.Uint64
+}
+
+// NewTable returns a table of n shards (a power of two, at least 1) whose
+// index hash is keyed by seed.
+func NewTable(n int, seed uint64) *Table {
+	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed}
+	for i := range t.shards {
+		t.shards[i].index.Store(newIndex(minIndex))
+	}
+	return t
+}
+
+// Hash returns the hash of key that the table's methods take.
+func Hash(key string) uint64 { return xxhash.Sum64String(key) }
+
+// mix derives the in-shard index hash from a key hash (the murmur3 finalizer
+// over the seeded value: every input bit affects every output bit).
+func (t *Table) mix(h uint64) uint64 {
+	h ^= t.seed
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// Shards returns the number of shards.
+func (t *Table) Shards() int { return len(t.shards) }
+
+// ShardOf returns the shard index of hash h: its top bits, so that the
+// index hash, derived from all bits, stays independent of the shard.
+func (t *Table) ShardOf(h uint64) int {
+	if t.shift == 64 {
+		return 0
+	}
+	return int(h >> t.shift)
+}
+
+// Lookup returns the bucket of key, or nil. It takes no lock and allocates
+// nothing.
+func (t *Table) Lookup(h uint64, key string) *Bucket {
+	s := &t.shards[t.ShardOf(h)].Shard
+	b, _ := s.index.Load().find(t.mix(h), key)
+	return b
+}
+
+// Insert returns the bucket of key, creating it if absent, full at now or at
+// the shard's eviction watermark if that is later. created reports whether
+// this call created it. Insert takes the shard's mutex.
+func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoint.Instant) (b *Bucket, created bool) {
+	s := &t.shards[t.ShardOf(h)].Shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ix := s.index.Load()
+	m := t.mix(h)
+	if b, _ := ix.find(m, key); b != nil {
+		return b, false
+	}
+	if ix.full() {
+		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(Hash(b.Key())) })
+		s.index.Store(ix)
+	}
+	b = newBucket(key, uint64(l.Full(max(now.Ceil, s.watermark.Load()))))
+	ix.insert(m, b)
+	return b, true
+}
+
+// Visitor decides the fate of one bucket during a sweep or an eviction scan.
+// If it replaced the bucket's word by fixedpoint.Tomb it returns evicted and
+// the tick the eviction was decided at; the table then drops the bucket from
+// its index and raises the shard's watermark to that tick.
+type Visitor func(b *Bucket) (evicted bool, at int64)
+
+// Sweep visits every bucket of shard i under the shard's mutex (lookups and
+// takes go on; only inserts into this shard wait) and returns how many were
+// evicted.
+func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
+	s := &t.shards[i].Shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ix := s.index.Load()
+	for j := range ix.slots {
+		if t.visitSlot(s, ix, uint64(j), visit) {
+			evicted++
+		}
+	}
+	return evicted
+}
+
+// EvictOne looks for one bucket the visitor evicts, visiting at most budget
+// buckets, shard after shard from where the last scan stopped. It takes one
+// shard's mutex at a time.
+func (t *Table) EvictOne(budget int, visit Visitor) bool {
+	for range len(t.shards) {
+		if budget <= 0 {
+			return false
+		}
+		s := &t.shards[t.scan.Add(1)&uint64(len(t.shards)-1)].Shard
+		s.mu.Lock()
+		ix := s.index.Load()
+		n := uint64(len(ix.slots))
+		found := false
+		for k := uint64(0); k < n && budget > 0; k++ {
+			j := (s.cursor + k) & ix.mask
+			if ix.tag(j) < 2 {
+				continue
+			}
+			budget--
+			if t.visitSlot(s, ix, j, visit) {
+				s.cursor = j + 1
+				found = true
+				break
+			}
+		}
+		if !found {
+			s.cursor += n
+		}
+		s.mu.Unlock()
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Table) visitSlot(s *Shard, ix *index, j uint64, visit Visitor) bool {
+	if ix.tag(j) < 2 {
+		return false
+	}
+	b := ix.slots[j].Load()
+	evicted, at := visit(b)
+	if !evicted {
+		return false
+	}
+	if at > s.watermark.Load() {
+		s.watermark.Store(at)
+	}
+	ix.remove(j)
+	return true
+}
+
+// Len returns the number of buckets in the table's indexes.
+func (t *Table) Len() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i].Shard
+		s.mu.Lock()
+		n += s.index.Load().live
+		s.mu.Unlock()
+	}
+	return n
+}
