@@ -10,13 +10,13 @@ import (
 // Allow reports whether one token may be taken from key's bucket now, and
 // takes it if so. It is AllowN(key, 1).Allowed.
 func (e *Engine) Allow(key string) bool {
-	return e.decide(e.nanosNow(), key, 1).Allowed
+	return e.decide(e.nanosNow(), key, 1, false).Allowed
 }
 
 // AllowN takes n tokens from key's bucket now if it holds them. Use it for
 // weighted requests; n may be fractional (0.001 resolution) and 0 peeks.
 func (e *Engine) AllowN(key string, n float64) Decision {
-	return e.decide(e.nanosNow(), key, n)
+	return e.decide(e.nanosNow(), key, n, true)
 }
 
 // AllowAt takes n tokens from key's bucket at time t if it holds them.
@@ -34,7 +34,7 @@ func (e *Engine) AllowN(key string, n float64) Decision {
 //
 // On a key that has a bucket AllowAt takes no lock and allocates nothing.
 func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
-	return e.decide(e.nanosAt(t), key, n)
+	return e.decide(e.nanosAt(t), key, n, true)
 }
 
 // TokensAt returns the tokens key's bucket holds at time t (Burst for a key
@@ -53,8 +53,9 @@ func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	return e.burst
 }
 
-// decide is the body of every take; ns is nanoseconds since the epoch.
-func (e *Engine) decide(ns int64, key string, n float64) Decision {
+// decide is the body of every take; ns is nanoseconds since the epoch. With
+// detail false only Allowed is filled in (Allow needs nothing else).
+func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
 	l := e.layout
 	cost, ok := fixedpoint.Quantize(n)
 	if !ok || cost > l.Capacity {
@@ -76,7 +77,7 @@ func (e *Engine) decide(ns int64, key string, n float64) Decision {
 		}
 		s, live := b.Take(l, &e.ref, now, cost)
 		if live {
-			return e.decision(s, ns, cost)
+			return e.decision(s, ns, cost, detail)
 		}
 		// Evicted between lookup and take: the bucket was full and has
 		// been (or is being) unlinked; create afresh under the shard lock.
@@ -85,16 +86,20 @@ func (e *Engine) decide(ns int64, key string, n float64) Decision {
 }
 
 // decision turns a fixedpoint step into a Decision and counts it.
-func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64) Decision {
-	l := e.layout
-	d := Decision{Allowed: s.Allowed, Remaining: fixedpoint.TokensOf(s.Tokens)}
+func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64, detail bool) Decision {
 	if s.Allowed {
 		e.allowed.add()
 	} else {
 		e.denied.add()
-		d.RetryAfter = e.wait(s.At, s.Tokens, cost, ns)
 	}
-	d.ResetAfter = e.wait(s.At, s.Tokens, l.Capacity, ns)
+	d := Decision{Allowed: s.Allowed}
+	if detail {
+		d.Remaining = fixedpoint.TokensOf(s.Tokens)
+		if !s.Allowed {
+			d.RetryAfter = e.wait(s.At, s.Tokens, cost, ns)
+		}
+		d.ResetAfter = e.wait(s.At, s.Tokens, e.layout.Capacity, ns)
+	}
 	return d
 }
 

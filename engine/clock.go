@@ -13,6 +13,14 @@ func (e *Engine) epochFor(t time.Time) *time.Time {
 	if ep := e.epoch.Load(); ep != nil {
 		return ep
 	}
+	return e.setEpoch(t)
+}
+
+// setEpoch is kept apart so that t escapes to the heap only on the first
+// call, not on every call to epochFor.
+//
+//go:noinline
+func (e *Engine) setEpoch(t time.Time) *time.Time {
 	e.epoch.CompareAndSwap(nil, &t)
 	return e.epoch.Load()
 }

@@ -21,6 +21,9 @@ func Quantize(tokens float64) (quanta uint64, ok bool) {
 	if tokens > maxExactTokens {
 		return Never, true
 	}
+	if u := uint64(tokens); float64(u) == tokens {
+		return u * QuantaPerToken, true // whole tokens, the common case
+	}
 	if k, exact := QuantizeExact(tokens); exact {
 		return k, true
 	}

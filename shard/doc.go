@@ -8,8 +8,9 @@
 // # Concurrency
 //
 // Looking up an existing key takes no lock and allocates nothing: one atomic
-// load of the shard's index, then atomic loads of tag bytes and bucket
-// pointers along the probe sequence. Taking tokens is a CompareAndSwap loop
+// load of the shard's index, then, per probed 64-byte group, an atomic load
+// of its tag word and, on a tag match, of the bucket pointer in the same
+// cache line. Taking tokens is a CompareAndSwap loop
 // on the bucket's one word (Bucket.Take). Inserting a key, evicting a bucket
 // and rebuilding an index take the shard's mutex; they never block lookups or
 // takes. In the terms of the Go memory model, a bucket's creation (its word
@@ -29,8 +30,9 @@
 //
 // Per key: one pointer-free object holding the 8-byte word, a 2-byte length
 // and the key bytes (24 bytes in all for keys of up to 14 bytes), plus an
-// index slot of 9 bytes (8-byte pointer, 1-byte tag) at a load between a
-// quarter and three quarters, about 16 bytes on average. That is about 40
+// index slot of 64/7 bytes (a 64-byte group holds 7 pointers and their tag
+// bytes) at a load between a quarter and three quarters, about 16 bytes on
+// average. That is about 40
 // bytes per key for 13-byte keys, key bytes included, against 72 for a plain
 // map[string]uint64. Buckets are deliberately not padded: at a million keys a
 // 64-byte pad each would cost 64 MB.

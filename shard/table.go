@@ -53,14 +53,17 @@ type Table struct {
 	seed uint64
 	// scan rotates capacity eviction scans across shards.
 	scan atomic.Uint64
+	// keyHash recomputes a stored key's hash when an index is rebuilt; it is
+	// Hash, except in tests that force collisions.
+	keyHash func(string) uint64
 }
 
 // NewTable returns a table of n shards (a power of two, at least 1) whose
 // index hash is keyed by seed.
 func NewTable(n int, seed uint64) *Table {
-	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed}
+	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed, keyHash: Hash}
 	for i := range t.shards {
-		t.shards[i].index.Store(newIndex(minIndex))
+		t.shards[i].index.Store(newIndex(0))
 	}
 	return t
 }
@@ -96,8 +99,7 @@ func (t *Table) ShardOf(h uint64) int {
 // nothing.
 func (t *Table) Lookup(h uint64, key string) *Bucket {
 	s := &t.shards[t.ShardOf(h)].Shard
-	b, _ := s.index.Load().find(t.mix(h), key)
-	return b
+	return s.index.Load().find(t.mix(h), key)
 }
 
 // Insert returns the bucket of key, creating it if absent, full at now or at
@@ -109,11 +111,11 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoin
 	defer s.mu.Unlock()
 	ix := s.index.Load()
 	m := t.mix(h)
-	if b, _ := ix.find(m, key); b != nil {
+	if b := ix.find(m, key); b != nil {
 		return b, false
 	}
 	if ix.full() {
-		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(Hash(b.Key())) })
+		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
 		s.index.Store(ix)
 	}
 	b = newBucket(key, uint64(l.Full(max(now.Ceil, s.watermark.Load()))))
@@ -135,9 +137,11 @@ func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ix := s.index.Load()
-	for j := range ix.slots {
-		if t.visitSlot(s, ix, uint64(j), visit) {
-			evicted++
+	for g := range uint64(len(ix.groups)) {
+		for j := range uint64(groupSlots) {
+			if t.visitSlot(s, ix, g, j, visit) {
+				evicted++
+			}
 		}
 	}
 	return evicted
@@ -154,16 +158,17 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 		s := &t.shards[t.scan.Add(1)&uint64(len(t.shards)-1)].Shard
 		s.mu.Lock()
 		ix := s.index.Load()
-		n := uint64(len(ix.slots))
+		n := ix.slots()
 		found := false
 		for k := uint64(0); k < n && budget > 0; k++ {
-			j := (s.cursor + k) & ix.mask
-			if ix.tag(j) < 2 {
+			i := (s.cursor + k) % n
+			g, j := i/groupSlots, i%groupSlots
+			if !ix.occupied(g, j) {
 				continue
 			}
 			budget--
-			if t.visitSlot(s, ix, j, visit) {
-				s.cursor = j + 1
+			if t.visitSlot(s, ix, g, j, visit) {
+				s.cursor = i + 1
 				found = true
 				break
 			}
@@ -179,11 +184,11 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 	return false
 }
 
-func (t *Table) visitSlot(s *Shard, ix *index, j uint64, visit Visitor) bool {
-	if ix.tag(j) < 2 {
+func (t *Table) visitSlot(s *Shard, ix *index, g, j uint64, visit Visitor) bool {
+	if !ix.occupied(g, j) {
 		return false
 	}
-	b := ix.slots[j].Load()
+	b := ix.groups[g].slots[j].Load()
 	evicted, at := visit(b)
 	if !evicted {
 		return false
@@ -191,7 +196,7 @@ func (t *Table) visitSlot(s *Shard, ix *index, j uint64, visit Visitor) bool {
 	if at > s.watermark.Load() {
 		s.watermark.Store(at)
 	}
-	ix.remove(j)
+	ix.remove(g, j)
 	return true
 }
 

@@ -1,0 +1,36 @@
+package shard
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+func BenchmarkLookup(b *testing.B) {
+	l, _ := fixedpoint.NewLayout(1000, 1)
+	for _, n := range []int{1, 1e6} {
+		b.Run(fmt.Sprintf("keys=%.0e", float64(n)), func(b *testing.B) {
+			tab := NewTable(32, 1)
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("key:%09d", i)
+			}
+			for i := range keys {
+				tab.Insert(Hash(keys[i]), keys[i], l, fixedpoint.Instant{})
+			}
+			order := rand.Perm(n)
+			i := 0
+			for b.Loop() {
+				k := keys[order[i]]
+				if tab.Lookup(Hash(k), k) == nil {
+					b.Fatal("missing")
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package shard
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"golang.org/x/sys/cpu"
+)
+
+func layout(t testing.TB) *fixedpoint.Layout {
+	l, err := fixedpoint.NewLayout(5000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestShardIsPaddedToCacheLines(t *testing.T) {
+	line := unsafe.Sizeof(cpu.CacheLinePad{})
+	if size := unsafe.Sizeof(paddedShard{}); size%line != 0 || size == 0 {
+		t.Fatalf("paddedShard is %d bytes, not a multiple of the %d-byte cache line", size, line)
+	}
+	if size := unsafe.Sizeof(Ref{}); size < 2*line {
+		t.Fatalf("Ref is %d bytes, want its own line", size)
+	}
+	if size := unsafe.Sizeof(group{}); size != 64 {
+		t.Fatalf("index group is %d bytes, want 64 (one x86 cache line)", size)
+	}
+	if size := unsafe.Sizeof(Bucket{}); size != 8 {
+		t.Fatalf("Bucket is %d bytes, want 8 (one word, unpadded)", size)
+	}
+}
+
+func TestBucketKeyRoundTrip(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
+		k := strings.Repeat("ab", n)[:n]
+		b := newBucket(k, 42)
+		if b.Key() != k || uint64(b.Load()) != 42 {
+			t.Errorf("len %d: key round trip failed (word %d)", n, b.Load())
+		}
+		if uintptr(unsafe.Pointer(b))%8 != 0 {
+			t.Errorf("len %d: bucket at %p is not 8-byte aligned", n, b)
+		}
+	}
+}
+
+// Keys whose hashes are identical all share one probe sequence: lookups,
+// inserts, removals and rebuilds must still keep them apart.
+func TestCollidingHashes(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(4, 1)
+	const h = 0xdeadbeef
+	tab.keyHash = func(string) uint64 { return h }
+	var keys []string
+	for i := range 300 {
+		k := fmt.Sprint("key-", i)
+		keys = append(keys, k)
+		b, created := tab.Insert(h, k, l, fixedpoint.Instant{})
+		if !created || b.Key() != k {
+			t.Fatalf("insert %q: created=%v key=%q", k, created, b.Key())
+		}
+	}
+	for _, k := range keys {
+		b := tab.Lookup(h, k)
+		if b == nil || b.Key() != k {
+			t.Fatalf("lookup %q failed", k)
+		}
+		if again, created := tab.Insert(h, k, l, fixedpoint.Instant{}); created || again != b {
+			t.Fatalf("second insert of %q created a new bucket", k)
+		}
+	}
+	if tab.Lookup(h, "absent") != nil {
+		t.Fatal("found an absent key")
+	}
+	// Evict every other key; the rest stay reachable past the deleted slots.
+	evicted := tab.Sweep(tab.ShardOf(h), func(b *Bucket) (bool, int64) {
+		var i int
+		fmt.Sscanf(b.Key(), "key-%d", &i)
+		if i%2 == 1 {
+			return false, 0
+		}
+		b.CompareAndSwap(b.Load(), fixedpoint.Tomb)
+		return true, 7
+	})
+	if evicted != 150 || tab.Len() != 150 {
+		t.Fatalf("evicted %d, Len %d; want 150, 150", evicted, tab.Len())
+	}
+	for i, k := range keys {
+		if found := tab.Lookup(h, k) != nil; found != (i%2 == 1) {
+			t.Fatalf("after sweep, lookup %q found=%v", k, found)
+		}
+	}
+	// New buckets in that shard start no earlier than the eviction's tick.
+	b, _ := tab.Insert(h, "fresh", l, fixedpoint.Instant{})
+	if got := l.Resolve(b.Load(), 0); got < 7 {
+		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
+	}
+}
+
+// Lookups running during inserts and rebuilds always find every key inserted
+// before they started, and never a wrong one.
+func TestConcurrentLookupsDuringGrowth(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(1, 99)
+	var inserted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 3 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := inserted.Load()
+				for i := max(0, n-64); i < n; i++ {
+					k := fmt.Sprint(i)
+					b := tab.Lookup(Hash(k), k)
+					if b == nil || b.Key() != k {
+						t.Errorf("lookup %q after its insert: %v", k, b)
+						return
+					}
+				}
+			}
+		})
+	}
+	for i := range 20000 {
+		k := fmt.Sprint(i)
+		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+		inserted.Store(int64(i + 1))
+	}
+	close(stop)
+	wg.Wait()
+	if tab.Len() != 20000 {
+		t.Errorf("Len = %d", tab.Len())
+	}
+}
+
+// Two tables (two engines) place the same keys differently within a shard.
+func TestIndexIsSeeded(t *testing.T) {
+	a, b := NewTable(1, 1), NewTable(1, 2)
+	same := 0
+	for i := range 1000 {
+		h := Hash(fmt.Sprint(i))
+		if a.mix(h)&1023 == b.mix(h)&1023 {
+			same++
+		}
+	}
+	if same > 10 {
+		t.Errorf("%d of 1000 keys share a slot under different seeds", same)
+	}
+}
+
+func TestEvictOneBudget(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(2, 3)
+	for i := range 100 {
+		k := fmt.Sprint(i)
+		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+	}
+	visited := 0
+	if tab.EvictOne(10, func(*Bucket) (bool, int64) { visited++; return false, 0 }) {
+		t.Fatal("evicted without the visitor's consent")
+	}
+	if visited != 10 {
+		t.Errorf("visited %d buckets, budget 10", visited)
+	}
+	if !tab.EvictOne(1000, func(b *Bucket) (bool, int64) {
+		return b.CompareAndSwap(b.Load(), fixedpoint.Tomb), 0
+	}) || tab.Len() != 99 {
+		t.Errorf("EvictOne with a willing visitor: Len %d", tab.Len())
+	}
+}
