@@ -73,8 +73,10 @@ func TestBackgroundSweeperEvicts(t *testing.T) {
 	for e.Len() > 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if s := e.Stats(); s.Live != 0 || s.Evicted != 1000 {
-		t.Errorf("after waiting: %+v, want all 1000 evicted", s)
+	// Evicted may exceed 1000: a bucket the sweeper evicts between its
+	// creation and its first take (it is full) is made again by that take.
+	if s := e.Stats(); s.Live != 0 || s.Evicted < 1000 || s.Allowed != 1000 {
+		t.Errorf("after waiting: %+v, want all evicted", s)
 	}
 }
 
