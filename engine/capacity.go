@@ -24,11 +24,11 @@ func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, 
 	if !e.reserve(now) {
 		e.overflow.Add(1)
 		if e.denyWhenFull {
-			e.denied.add()
+			e.denied.add(h)
 			return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
 		}
 		// Fail open, as for any storage failure: admit, store nothing.
-		e.allowed.add()
+		e.allowed.add(h)
 		left := l.Capacity - cost
 		return nil, Decision{Allowed: true, Remaining: fixedpoint.TokensOf(left), ResetAfter: e.wait(now.Tick, left, l.Capacity, ns)}
 	}
@@ -89,7 +89,7 @@ func (e *Engine) capacityWait(tick, ns int64) time.Duration {
 }
 
 // evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at
-// now, and renews the word if it is older than the layout's Stale age. It
+// now, and renews the word if it is older than the layout's Renew age. It
 // returns whether it evicted, the tick the eviction was decided at, and
 // otherwise the tick from which the bucket will be full if left alone.
 //
@@ -116,7 +116,7 @@ func (e *Engine) evictIfFull(b *shard.Bucket, now fixedpoint.Instant) (evicted b
 			}
 			continue
 		}
-		if last < now.Tick-l.Stale {
+		if last < now.Tick-l.Renew {
 			// Renew an old word so that it stays inside the horizon. The
 			// state is the same: the refill grid is absolute.
 			e.ref.Cover(l, r, at)

@@ -25,9 +25,10 @@ type Config struct {
 	// an empty bucket refills within 366 days (Burst/Limit <= 31,622,400 s).
 	Burst float64
 	// Shards is the number of independent partitions of the key table, a
-	// power of two up to 65536. 0 picks 16 per usable CPU (GOMAXPROCS),
-	// rounded up to a power of two. More shards mean shorter insert and
-	// sweep pauses per shard and cost about 64 bytes each when empty.
+	// power of two up to 65536. 0 picks 32 per usable CPU (GOMAXPROCS),
+	// rounded up to a power of two, and at least 256. A shard's index is
+	// rebuilt, under the shard's mutex, each time it doubles, so more shards
+	// mean shorter pauses for inserts; an empty shard costs about 200 bytes.
 	Shards int
 	// SweepInterval is how often the background sweeper evicts full buckets
 	// and renews old words. 0 picks 10 s (or a quarter of the horizon if that
@@ -55,7 +56,8 @@ const (
 	maxShards      = 1 << 16
 	defaultSweep   = 10 * time.Second
 	minSweep       = time.Millisecond
-	shardsPerCPU   = 16
+	shardsPerCPU   = 32
+	minShards      = 256
 )
 
 func invalid(format string, args ...any) error {
@@ -92,7 +94,7 @@ func (c *Config) layout() (*fixedpoint.Layout, error) {
 func (c *Config) shards(procs int) (int, error) {
 	n := c.Shards
 	if n == 0 {
-		return min(maxShards, 1<<bits.Len(uint(shardsPerCPU*procs-1))), nil
+		return min(maxShards, max(minShards, 1<<bits.Len(uint(shardsPerCPU*procs-1)))), nil
 	}
 	if n < 1 || n > maxShards || n&(n-1) != 0 {
 		return 0, invalid("Shards must be 0 or a power of two from 1 to 65536, got %d", n)

@@ -14,9 +14,12 @@ import (
 // counter is a striped event counter for the hot path. One shared atomic
 // serialises every core on one cache line; xsync.Counter avoids that but
 // costs a sync.Pool round trip per Add (about 19 ns here against 7 for a
-// plain atomic add). This counter picks its stripe from the calling
-// goroutine's stack address, which differs between goroutines and is free to
-// read, so goroutines on different cores mostly add to different lines.
+// plain atomic add). This counter picks its stripe from the key's hash mixed
+// with the calling goroutine's stack address, both free to read: goroutines
+// working on different keys spread over the stripes call by call, and
+// goroutines hammering one key still differ by their stacks. (The stack alone
+// is not enough: two goroutines that happen to share a stripe would then
+// contend on every call for their whole lives.)
 type counter struct {
 	stripes []paddedCount
 	shift   uint
@@ -29,16 +32,17 @@ type paddedCount struct {
 }
 
 func newCounter() counter {
-	n := 1 << bits.Len(uint(4*runtime.GOMAXPROCS(0)-1))
+	n := 1 << bits.Len(uint(8*runtime.GOMAXPROCS(0)-1))
 	return counter{stripes: make([]paddedCount, n), shift: 64 - uint(bits.TrailingZeros(uint(n)))}
 }
 
-// add adds one. Goroutine stacks are at least 8 KiB apart, so the address of a
-// local variable, shifted past that and hashed, spreads goroutines over the
-// stripes; a stack that moves only changes the stripe, never the count.
-func (c *counter) add() {
+// add adds one; key is the key's hash. Goroutine stacks are at least 8 KiB
+// apart, so the address of a local variable, shifted past that, tells
+// goroutines apart; a stack that moves only changes the stripe, never the
+// count.
+func (c *counter) add(key uint64) {
 	var probe byte
-	h := uint64(uintptr(unsafe.Pointer(&probe))>>13) * 0x9E3779B97F4A7C15
+	h := (key ^ uint64(uintptr(unsafe.Pointer(&probe))>>13)) * 0x9E3779B97F4A7C15
 	c.stripes[h>>c.shift].n.Add(1)
 }
 

@@ -46,8 +46,8 @@ type Engine struct {
 	// saw fills up earlier.
 	noEvictBefore atomic.Int64
 
-	stop      chan struct{}
-	done      chan struct{}
+	stop      chan struct{} // closed by Close: stops the sweeper
+	done      chan struct{} // closed when the sweeper has exited
 	closeOnce sync.Once
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // SweepAt evicts every bucket that is full at time t and renews buckets older
-// than half the horizon, one shard at a time, and returns how many it
+// than a quarter of the horizon, one shard at a time, and returns how many it
 // evicted. Eviction is lossless: only full buckets go, and a full bucket is
 // what a new key starts with. A later call with a time before t sees an
 // evicted key as full at t.

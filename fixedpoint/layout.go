@@ -63,8 +63,10 @@ type Layout struct {
 	// Lead is how far past the reference tick a word's tick may lie
 	// (Horizon/8); RefStep is how far past the reference a write may go before
 	// the reference must be raised (Horizon/16); Stale is the age beyond which
-	// a word is rewritten on access or by the sweeper (Horizon/2).
-	Lead, RefStep, Stale int64
+	// a word is rewritten when it is touched (Horizon/2); Renew the age
+	// beyond which the sweeper rewrites it (Horizon/4: a word a sweep misses
+	// is still inside the window after two more sweeps).
+	Lead, RefStep, Stale, Renew int64
 
 	tokenMask uint64
 	tickMask  uint64
@@ -98,6 +100,7 @@ func NewLayout(capacity uint64, tokensPerSecond float64) (*Layout, error) {
 	l.Lead = 1 << (l.TickBits - 3)
 	l.RefStep = 1 << (l.TickBits - 4)
 	l.Stale = 1 << (l.TickBits - 1)
+	l.Renew = 1 << (l.TickBits - 2)
 	// FillTicks = ceil(Capacity * den / RateNum); it must leave the clamped
 	// time range room, and a quantum's refill must take well under Lead,
 	// because a full bucket is stored at its next quantum boundary.

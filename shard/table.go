@@ -129,22 +129,39 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoin
 // its index and raises the shard's watermark to that tick.
 type Visitor func(b *Bucket) (evicted bool, at int64)
 
-// Sweep visits every bucket of shard i under the shard's mutex (lookups and
-// takes go on; only inserts into this shard wait) and returns how many were
-// evicted.
+// sweepChunk is how many index groups (7 slots each) a sweep visits per hold
+// of a shard's mutex, so that an insert into the shard waits for at most one
+// chunk, not for the whole shard.
+const sweepChunk = 32
+
+// Sweep visits every bucket of shard i and returns how many were evicted. It
+// holds the shard's mutex one chunk at a time (lookups and takes never wait;
+// inserts into this shard wait for at most a chunk). If the index is rebuilt
+// between two chunks the sweep starts the shard over, so that no bucket is
+// missed; visiting one twice is harmless.
 func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
 	s := &t.shards[i].Shard
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ix := s.index.Load()
-	for g := range uint64(len(ix.groups)) {
-		for j := range uint64(groupSlots) {
-			if t.visitSlot(s, ix, g, j, visit) {
-				evicted++
+	var seen *index
+	for g := uint64(0); ; {
+		s.mu.Lock()
+		ix := s.index.Load()
+		if ix != seen {
+			seen, g = ix, 0
+		}
+		end := min(g+sweepChunk, uint64(len(ix.groups)))
+		for ; g < end; g++ {
+			for j := range uint64(groupSlots) {
+				if t.visitSlot(s, ix, g, j, visit) {
+					evicted++
+				}
 			}
 		}
+		done := g >= uint64(len(ix.groups))
+		s.mu.Unlock()
+		if done {
+			return evicted
+		}
 	}
-	return evicted
 }
 
 // EvictOne looks for one bucket the visitor evicts, visiting at most budget

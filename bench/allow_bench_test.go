@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+// Modes: with allowLimit the limit never binds; with denyLimit it always
+// binds (every key is drained before timing starts).
+//
+// allowLimit never binds because no benchmark run makes 1e9 calls on one
+// limiter, so the burst alone covers every call. Its rate stays low enough
+// (1e6/s, a 1000 s window) that go-limiter's fixed windows never roll over
+// within a run: that library resets a window's count to a wrong value when
+// rate*burst > 1e9 (see BENCHMARKS.md). A blocking pacer cannot bank a burst,
+// so blocking implementations get 1e9/s instead, which paces at 1 ns.
+var (
+	allowLimit    = limit{rate: 1e6, burst: 1e9}
+	blockingLimit = limit{rate: 1e9, burst: 1e9}
+	denyLimit     = limit{rate: 0.001, burst: 1}
+)
+
+// limitFor returns the limit of a mode for an implementation.
+func limitFor(im impl, mode string) limit {
+	switch {
+	case mode == "deny":
+		return denyLimit
+	case im.blocking:
+		return blockingLimit
+	}
+	return allowLimit
+}
+
+const manyKeys = 1_000_000
+
+// BenchmarkAllow runs every implementation through the same scenarios:
+//
+//	scen=hot           one key, one goroutine
+//	scen=many          1e6 keys created beforehand, uniformly random order
+//	scen=zipf          the same keys, Zipf-distributed order
+//	scen=par-distinct  RunParallel, each goroutine on its own 1024 keys
+//	scen=par-hot       RunParallel, all goroutines on one key
+//
+// and two modes, allow (the limit never binds) and deny (it always binds).
+// admit/op reports the fraction admitted, so that nothing looks fast by
+// denying. Unkeyed libraries run only the one-key scenarios; blocking ones
+// only in mode=allow.
+func BenchmarkAllow(b *testing.B) {
+	for _, im := range impls {
+		for _, scen := range []string{"hot", "many", "zipf", "par-distinct", "par-hot"} {
+			if !im.keyed && scen != "hot" && scen != "par-hot" {
+				continue
+			}
+			for _, mode := range []string{"allow", "deny"} {
+				if im.blocking && mode == "deny" {
+					continue
+				}
+				b.Run(fmt.Sprintf("impl=%s/scen=%s/mode=%s", im.name, scen, mode), func(b *testing.B) {
+					runScenario(b, im, scen, mode)
+				})
+			}
+		}
+	}
+}
+
+func runScenario(b *testing.B, im impl, scen, mode string) {
+	l, closeFn := im.new(limitFor(im, mode))
+	if closeFn != nil {
+		defer closeFn()
+	}
+	var keys []string
+	var seq []int32
+	switch scen {
+	case "hot", "par-hot":
+		keys = []string{"key:000000001"}
+	case "many", "zipf":
+		keys = keys13(manyKeys)
+		if scen == "many" {
+			seq = uniformSeq(len(keys))
+		} else {
+			seq = zipfSeq(len(keys))
+		}
+	case "par-distinct":
+		keys = keys13(1 << 14)
+	}
+	if want := map[string]int{"hot": 1, "par-hot": 1, "many": manyKeys, "zipf": manyKeys, "par-distinct": 1 << 14}[scen]; len(keys) != want {
+		b.Fatalf("scen=%s has %d keys, want %d", scen, len(keys), want)
+	}
+	// Create every key's bucket, and drain it in mode=deny.
+	for _, k := range keys {
+		l.allow(k)
+	}
+	if mode == "deny" {
+		for _, k := range keys {
+			if l.allow(k) {
+				b.Fatalf("key %q still admits after being drained", k)
+			}
+		}
+	}
+	b.ReportAllocs()
+	var admitted atomic.Int64
+	switch scen {
+	case "hot":
+		k, n := keys[0], int64(0)
+		for b.Loop() {
+			if l.allow(k) {
+				n++
+			}
+		}
+		admitted.Store(n)
+	case "many", "zipf":
+		n, i := int64(0), 0
+		for b.Loop() {
+			if l.allow(keys[seq[i]]) {
+				n++
+			}
+			i = (i + 1) & (seqLen - 1)
+		}
+		admitted.Store(n)
+	case "par-hot":
+		k := keys[0]
+		b.RunParallel(func(pb *testing.PB) {
+			n := int64(0)
+			for pb.Next() {
+				if l.allow(k) {
+					n++
+				}
+			}
+			admitted.Add(n)
+		})
+	case "par-distinct":
+		var next atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			g := int(next.Add(1) - 1)
+			own := keys[(g*1024)%len(keys):][:1024]
+			n, i := int64(0), 0
+			for pb.Next() {
+				if l.allow(own[i]) {
+					n++
+				}
+				i = (i + 1) & 1023
+			}
+			admitted.Add(n)
+		})
+	}
+	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admit/op")
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+)
+
+// scenarios are the BenchmarkAllow scenarios, in document order.
+var scenarios = []struct{ name, what string }{
+	{"hot", "one key, one goroutine"},
+	{"many", "1e6 keys created beforehand, uniformly random order"},
+	{"zipf", "the same 1e6 keys, Zipf-distributed order (s = 1.1)"},
+	{"par-distinct", "RunParallel, each goroutine on its own 1024 keys"},
+	{"par-hot", "RunParallel, every goroutine on one key"},
+}
+
+// targets are the ratios BENCHMARKS.md checks: faucet's median over the
+// fastest keyed peer's median in the same run.
+var targets = []struct {
+	scen, mode string
+	max        float64
+}{
+	{"hot", "allow", 0.5}, {"hot", "deny", 0.5},
+	{"many", "allow", 0.6},
+	{"par-distinct", "allow", 0.5}, {"par-distinct", "deny", 0.5},
+	{"par-hot", "allow", 0.5}, {"par-hot", "deny", 0.5},
+}
+
+const maxBytesPerKey = 64
+
+type ratioRow struct {
+	Scen, Mode      string
+	Target          string
+	Faucet          string
+	Peer, PeerValue string
+	Ratio           string
+	Met             string
+}
+
+type doc struct {
+	Meta         string
+	Commands     string
+	Prefix       string
+	Ratios       []ratioRow
+	MemoryRows   []memRow
+	MemoryRatio  string
+	AllocsOK     string
+	Scenarios    []scenTable
+	Scaling      string
+	ScalingChart string
+	Tail         string
+	Sweep        string
+	Profiles     []profile
+	Misses       []string
+	MissNote     string
+}
+
+type memRow struct{ Impl, BytesPerKey, VsFaucet string }
+
+type scenTable struct{ Name, What, Table string }
+
+type profile struct{ Name, Top string }
+
+func render(prefix string) ([]byte, error) {
+	allow, err := load(prefix + "-allow.txt")
+	if err != nil {
+		return nil, err
+	}
+	var d doc
+	d.Prefix = prefix
+	d.Meta = strings.TrimSpace(readFile(prefix + "-meta.txt"))
+	d.MissNote = strings.TrimSpace(missNote)
+	d.Commands = strings.TrimSpace(readFile(prefix + "-commands.txt"))
+
+	for _, t := range targets {
+		row := ratioRow{Scen: t.scen, Mode: t.mode, Target: fmt.Sprintf("≤ %.1f", t.max)}
+		f, ok := allow.medianOf("sec/op", "bench", "Allow", "impl", "faucet", "scen", t.scen, "mode", t.mode)
+		peers := fastestPeers(allow, t.scen, t.mode, 1)
+		if !ok || len(peers) == 0 {
+			continue
+		}
+		p, _ := allow.medianOf("sec/op", "bench", "Allow", "impl", peers[0], "scen", t.scen, "mode", t.mode)
+		row.Faucet, row.Peer, row.PeerValue = ns(f), peers[0], ns(p)
+		row.Ratio = fmt.Sprintf("%.2f", f/p)
+		row.Met = "yes"
+		if f/p > t.max {
+			row.Met = "**no**"
+			d.Misses = append(d.Misses, fmt.Sprintf("scen=%s mode=%s: %.2f against %s (target %s)", t.scen, t.mode, f/p, peers[0], row.Target))
+		}
+		d.Ratios = append(d.Ratios, row)
+	}
+
+	// Allocations of every faucet row.
+	allocs := "0 in every faucet row"
+	for _, s := range allow.find("bench", "Allow") {
+		if strings.HasPrefix(s.config["impl"], "faucet") && median(s.values["allocs/op"]) != 0 {
+			allocs = fmt.Sprintf("**%v in %s/%s/%s**", median(s.values["allocs/op"]), s.config["impl"], s.config["scen"], s.config["mode"])
+			d.Misses = append(d.Misses, "allocations: "+allocs)
+		}
+	}
+	d.AllocsOK = allocs
+
+	for _, sc := range scenarios {
+		table, err := benchstat("-filter", "/scen:"+sc.name, "-row", "/impl", "-col", "/mode", prefix+"-allow.txt")
+		if err != nil {
+			return nil, err
+		}
+		d.Scenarios = append(d.Scenarios, scenTable{sc.name, sc.what, strings.TrimSpace(table)})
+	}
+
+	if mem, err := load(prefix + "-memory.txt"); err == nil {
+		fb, _ := mem.medianOf("B/key", "bench", "Memory", "impl", "faucet")
+		best := ""
+		bestV := 0.0
+		for _, im := range mem.impls("bench", "Memory") {
+			v, _ := mem.medianOf("B/key", "bench", "Memory", "impl", im)
+			d.MemoryRows = append(d.MemoryRows, memRow{im, fmt.Sprintf("%.1f", v), fmt.Sprintf("%.2f", fb/v)})
+			if !strings.HasPrefix(im, "faucet") && (best == "" || v < bestV) {
+				best, bestV = im, v
+			}
+		}
+		d.MemoryRatio = fmt.Sprintf("faucet %.1f B/key (target ≤ %d B); best peer %s %.1f B/key", fb, maxBytesPerKey, best, bestV)
+		if fb > maxBytesPerKey {
+			d.Misses = append(d.Misses, fmt.Sprintf("memory: %.1f B/key > %d", fb, maxBytesPerKey))
+		}
+	}
+
+	if _, err := os.Stat(prefix + "-scaling.txt"); err == nil {
+		if d.Scaling, err = benchstat("-row", "/keys", "-col", "/impl", "-filter", ".unit:(sec/op OR B/key)", prefix+"-scaling.txt"); err != nil {
+			return nil, err
+		}
+		sc, err := load(prefix + "-scaling.txt")
+		if err != nil {
+			return nil, err
+		}
+		chart := prefix + "-scaling.svg"
+		if err := drawScaling(sc, chart); err != nil {
+			return nil, err
+		}
+		d.ScalingChart = "bench/" + filepath.ToSlash(chart)
+	}
+	if _, err := os.Stat(prefix + "-tail.txt"); err == nil {
+		if d.Tail, err = benchstat("-row", "/impl", "-col", ".unit", "-filter", ".unit:(ns-p50 OR ns-p99 OR ns-p99.9 OR ns-max)", prefix+"-tail.txt"); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(prefix + "-sweep.txt"); err == nil {
+		if d.Sweep, err = benchstat(prefix + "-sweep.txt"); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range []string{"hot", "many"} {
+		if top := readFile(prefix + "-profile-" + p + ".txt"); top != "" {
+			d.Profiles = append(d.Profiles, profile{p, strings.TrimSpace(top)})
+		}
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, d); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func ns(sec float64) string { return fmt.Sprintf("%.1f ns", sec*1e9) }
+
+var page = template.Must(template.New("page").Parse(pageText))
