@@ -36,6 +36,7 @@ first=${best%%,*}
 run scaling go test -run '^$' -bench '^BenchmarkScaling$' -benchmem -count 10 -timeout 0 -scaling="faucet,$best" .
 run tail go test -run '^$' -bench '^BenchmarkTail$' -count 10 -timeout 0 -scaling="faucet,$first" .
 run sweep go test -run '^$' -bench '^BenchmarkSweep' -count 10 -timeout 0 .
+run cost go test -run '^$' -bench '^BenchmarkCost$' -count 10 -timeout 0 .
 
 # CPU profiles of faucet's own rows, for the document's explanations.
 for scen in hot many; do

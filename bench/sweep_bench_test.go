@@ -21,21 +21,31 @@ func BenchmarkSweep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			at := t0.Add(500 * time.Millisecond) // half a token back: nothing full
-			if evict == "all" {
-				at = t0.Add(time.Hour)
-			}
 			evicted := 0
 			for i := 0; i < b.N; i++ {
+				// Each round starts two hours after the last, so that the
+				// buckets it creates are not clamped to the previous round's
+				// eviction time.
+				start := t0.Add(time.Duration(i) * 2 * time.Hour)
+				at := start.Add(500 * time.Millisecond) // half a token back: nothing full
+				if evict == "all" {
+					at = start.Add(time.Hour)
+				}
 				b.StopTimer()
 				for _, k := range keys {
-					e.AllowAt(t0, k, 1)
+					e.AllowAt(start, k, 1)
 				}
 				if e.Len() != len(keys) {
 					b.Fatalf("Len = %d", e.Len())
 				}
 				b.StartTimer()
-				evicted += e.SweepAt(at)
+				n := e.SweepAt(at)
+				b.StopTimer()
+				if want := map[string]int{"all": len(keys), "none": 0}[evict]; n != want {
+					b.Fatalf("round %d evicted %d, want %d", i, n, want)
+				}
+				evicted += n
+				b.StartTimer()
 			}
 			b.ReportMetric(float64(evicted)/float64(b.N), "evicted/op")
 		})

@@ -67,7 +67,7 @@ func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
 	for {
 		if b == nil {
 			if cost == 0 {
-				e.allowed.add(h)
+				e.allowed.add()
 				return Decision{Allowed: true, Remaining: e.burst}
 			}
 			var d Decision
@@ -77,7 +77,7 @@ func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
 		}
 		s, live := b.Take(l, &e.ref, now, cost)
 		if live {
-			return e.decision(s, h, ns, cost, detail)
+			return e.decision(s, ns, cost, detail)
 		}
 		// Evicted between lookup and take: the bucket was full and has
 		// been (or is being) unlinked; create afresh under the shard lock.
@@ -86,11 +86,11 @@ func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
 }
 
 // decision turns a fixedpoint step into a Decision and counts it.
-func (e *Engine) decision(s fixedpoint.Step, h uint64, ns int64, cost uint64, detail bool) Decision {
+func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64, detail bool) Decision {
 	if s.Allowed {
-		e.allowed.add(h)
+		e.allowed.add()
 	} else {
-		e.denied.add(h)
+		e.denied.add()
 	}
 	d := Decision{Allowed: s.Allowed}
 	if detail {
@@ -116,12 +116,11 @@ func (e *Engine) wait(at int64, have, need uint64, ns int64) time.Duration {
 
 // never is the decision for a cost that no bucket can ever pay.
 func (e *Engine) never(ns int64, key string) Decision {
-	h := shard.Hash(key)
-	e.denied.add(h)
+	e.denied.add()
 	d := Decision{Remaining: e.burst, RetryAfter: InfDuration}
 	l := e.layout
 	now := l.At(ns)
-	if b := e.table.Lookup(h, key); b != nil {
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
 		if at, tokens, live := b.Peek(l, &e.ref, now); live {
 			d.Remaining = fixedpoint.TokensOf(tokens)
 			d.ResetAfter = e.wait(at, tokens, l.Capacity, ns)

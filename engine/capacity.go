@@ -24,11 +24,11 @@ func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, 
 	if !e.reserve(now) {
 		e.overflow.Add(1)
 		if e.denyWhenFull {
-			e.denied.add(h)
+			e.denied.add()
 			return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
 		}
 		// Fail open, as for any storage failure: admit, store nothing.
-		e.allowed.add(h)
+		e.allowed.add()
 		left := l.Capacity - cost
 		return nil, Decision{Allowed: true, Remaining: fixedpoint.TokensOf(left), ResetAfter: e.wait(now.Tick, left, l.Capacity, ns)}
 	}

@@ -13,9 +13,18 @@ import (
 // often a bucket is touched. Computing G(b) - G(a) needs only a's position
 // between two quanta of the grid, its phase.
 
+// smallShift is the largest RateShift whose denominator 5^6*2^RateShift is
+// below 2^64, so that phases fit a uint64 (5^6 < 2^14). Every rate whose
+// float64 ends at most 56 binary places after the point qualifies, integer
+// rates among them; Credit takes a shorter path for those.
+const smallShift = 50
+
 // phase returns (tick * RateNum) mod den, the grid's progress past its last
 // whole quantum at tick, in units of 1/den quanta.
 func (l *Layout) phase(tick int64) u128 {
+	if l.RateShift <= smallShift {
+		return u128{0, l.phase64(tick)}
+	}
 	a := uint64(tick)
 	if tick < 0 {
 		a = uint64(-tick)
@@ -29,9 +38,34 @@ func (l *Layout) phase(tick int64) u128 {
 	return p
 }
 
+// phase64 is phase for RateShift <= smallShift. Go defines shifts by 64 as
+// 0, so the expressions hold for RateShift 0 without a branch.
+func (l *Layout) phase64(tick int64) uint64 {
+	a := uint64(tick)
+	if tick < 0 {
+		a = uint64(-tick)
+	}
+	k := l.RateShift
+	hi, lo := bits.Mul64(a, l.RateNum)
+	shifted := u128{hi >> k, lo>>k | hi<<(64-k)}
+	p := shifted.mod5p6()<<k | lo&(1<<k-1)
+	if tick < 0 && p != 0 {
+		p = l.den.lo - p
+	}
+	return p
+}
+
 // Credit returns G(from+elapsed) - G(from): the quanta that refill between
 // tick from and tick from+elapsed, for elapsed <= FillTicks.
 func (l *Layout) Credit(from int64, elapsed uint64) uint64 {
+	if k := l.RateShift; k <= smallShift {
+		hi, lo := bits.Mul64(elapsed, l.RateNum)
+		var c uint64
+		lo, c = bits.Add64(lo, l.phase64(from), 0)
+		hi += c
+		// The quotient fits 64 bits (below 5^6 * 2^41), so hi >> k is 0.
+		return (lo>>k | hi<<(64-k)) / five6
+	}
 	z := l.phase(from).add(mul64(elapsed, l.RateNum))
 	// z < den * (Capacity+2), so z >> RateShift < 5^6 * 2^41 fits 64 bits.
 	return z.shr(l.RateShift).lo / five6

@@ -184,7 +184,8 @@ func benchstat(args ...string) (string, error) {
 	cmd := exec.Command("go", append([]string{"tool", "benchstat"}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	// benchstat reports bad flags on stderr but exits 0: check both.
+	if err := cmd.Run(); err != nil || strings.Contains(errb.String(), "benchstat:") || out.Len() == 0 {
 		return "", fmt.Errorf("benchstat %v: %v: %s", args, err, errb.String())
 	}
 	return out.String(), nil

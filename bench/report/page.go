@@ -41,6 +41,14 @@ faucet's median time per call over the fastest keyed peer's in the same run
 {{range .Misses}}- {{.}}
 {{end}}
 {{.MissNote}} What would close the gaps is listed in the issue tracker's notes.
+{{end}}{{if .Cost}}
+### Where a call's time goes
+
+Each part of a faucet call on one hot key, timed on its own (BenchmarkCost).
+
+` + "```" + `
+{{.Cost}}
+` + "```" + `
 {{end}}
 ## Scenarios
 
@@ -156,8 +164,3 @@ go tool benchstat -col /impl -filter '/scen:hot' results/<file>-allow.txt
 {{.Top}}
 ` + "```" + `
 {{end}}`
-
-// missNote explains the missed targets; it is written from the profiles of
-// the run the document shows, and must be revised with them.
-const missNote = `
-`
