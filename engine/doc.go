@@ -51,6 +51,13 @@
 // lossless because a full bucket is exactly what an unknown key starts with.
 // MaxKeys bounds the number of live buckets at every instant.
 //
+// # Several buckets
+//
+// AllowAll and AllowAllAt take tokens from several (Engine, key) pairs or from
+// none: per-user, per-tenant and global limits that must all pass. A denial
+// gives back what the call took and reports which take was denied; see
+// AllowAllAt for the exact guarantee under concurrency.
+//
 // # Failure
 //
 // A new key that finds MaxKeys buckets live and none full is admitted without

@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// Take is one part of an AllowAll: N tokens from Key's bucket in Engine.
+type Take struct {
+	Engine *Engine
+	Key    string
+	N      float64
+}
+
+// heldOnStack is how many takes AllowAll tracks without allocating.
+const heldOnStack = 8
+
+// AllowAll takes every take's tokens now, or none of them: the "per user, per
+// tenant, global: all must pass" of hierarchical limits. It is AllowAllAt
+// with each engine's monotonic clock.
+func AllowAll(takes []Take, out []Decision) int {
+	return allowAll(time.Time{}, false, takes, out)
+}
+
+// AllowAllAt takes takes[i].N tokens from every takes[i].Key's bucket at time
+// t, or from none. It fills out[i] for every take and returns the index of the
+// take that was denied, or -1 when all were taken. out must hold at least
+// len(takes) decisions; a shorter out, or a take without an Engine, is a
+// programming error and panics.
+//
+// When all are taken, out[i] is what AllowAt would have returned for take i.
+// When take k is denied, no out[i].Allowed is true and nothing is consumed
+// from any bucket: out[i].Remaining is what bucket i holds afterwards,
+// out[i].RetryAfter the wait until take i alone would be allowed (0 if its
+// bucket holds enough now, InfDuration if it never can), and out[k].RetryAfter
+// is positive. A take that can never be satisfied (N above its engine's Burst,
+// negative or NaN) is found before anything is taken, and the first such take
+// is the one reported, whatever its position. Otherwise takes are made in
+// order, and the first denial gives back the takes before it, in reverse
+// order. Every take counts once in its engine's Stats: as allowed if the call
+// was allowed, as denied otherwise.
+//
+// # Guarantee under concurrency
+//
+// The takes are separate CompareAndSwaps on separate buckets, not one atomic
+// step. While AllowAll runs, another caller may find a bucket short of the
+// tokens AllowAll took and is about to give back, and be denied: as if that
+// caller had come just after an AllowAll that was allowed. Giving back never
+// lifts a bucket above its Burst, and never returns refill twice: it returns
+// the tokens taken less any refill the bucket received between the take and
+// the give-back, because a bucket left alone might have lost that refill at
+// its cap. So afterwards a bucket holds at most what it would hold had the
+// call never been made (for the same decisions of every other caller), and
+// exactly that when no caller with a later time touched it in between; with
+// callers on one clock the shortfall is at most the refill of the time the
+// call took. No bucket ever admits more than one whose takes were never made.
+//
+// AllowAllAt allocates nothing for up to 8 takes on keys that have buckets.
+func AllowAllAt(t time.Time, takes []Take, out []Decision) int {
+	return allowAll(t, true, takes, out)
+}
+
+// held is one take of an AllowAll in flight: what to give back if a later
+// take is denied.
+type held struct {
+	// b is the bucket the tokens were taken from; nil if nothing was stored
+	// (a peek, or a key admitted without a bucket under MaxKeys).
+	b *shard.Bucket
+	// at is the tick the take stored; ns the time of the decision.
+	at, ns int64
+	cost   uint64
+	// counted is set when the take was already counted in Stats (by the
+	// engine's capacity path).
+	counted bool
+}
+
+func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
+	if len(out) < len(takes) {
+		panic(fmt.Sprintf("engine: AllowAll needs %d decisions in out, has %d", len(takes), len(out)))
+	}
+	// A cost no bucket can pay denies before anything is taken.
+	for i := range takes {
+		e := takes[i].Engine
+		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.layout.Capacity {
+			fillDenied(t, explicit, takes, out, nil, i, false)
+			return i
+		}
+	}
+	var stack [heldOnStack]held
+	hs := stack[:0]
+	if len(takes) > heldOnStack {
+		hs = make([]held, 0, len(takes))
+	}
+	for i := range takes {
+		tk := &takes[i]
+		e := tk.Engine
+		cost, _ := fixedpoint.Quantize(tk.N)
+		d, h := e.hold(e.nanosFor(t, explicit), tk.Key, cost)
+		out[i] = d
+		if !d.Allowed {
+			if !h.counted {
+				e.denied.add()
+			}
+			fillDenied(t, explicit, takes, out, hs, i, true)
+			return i
+		}
+		hs = append(hs, h)
+	}
+	for i := range takes {
+		if !hs[i].counted {
+			takes[i].Engine.allowed.add()
+		}
+	}
+	return -1
+}
+
+// fillDenied completes a denial at index k: it gives back the takes in hs
+// (those before k, in reverse order), fills out for every take but k when
+// kDone (k was denied by its bucket, which filled and counted it) and counts
+// every other take as denied.
+func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []held, k int, kDone bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		e, h := takes[i].Engine, hs[i]
+		if !h.counted {
+			e.denied.add()
+		}
+		if h.b != nil {
+			out[i] = e.give(takes[i].Key, h)
+		} else {
+			out[i] = e.peek(h.ns, takes[i].Key, h.cost)
+		}
+	}
+	for i := len(hs); i < len(takes); i++ {
+		if kDone && i == k {
+			continue
+		}
+		e := takes[i].Engine
+		e.denied.add()
+		cost, ok := fixedpoint.Quantize(takes[i].N)
+		if !ok || cost > e.layout.Capacity {
+			cost = fixedpoint.Never
+		}
+		out[i] = e.peek(e.nanosFor(t, explicit), takes[i].Key, cost)
+	}
+}
+
+// nanosFor is t in the engine's nanoseconds, or its clock's now.
+func (e *Engine) nanosFor(t time.Time, explicit bool) int64 {
+	if explicit {
+		return e.nanosAt(t)
+	}
+	return e.nanosNow()
+}
+
+// hold takes cost quanta from key's bucket at ns, as AllowAt does, but counts
+// nothing and returns what giving the tokens back needs.
+func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
+	l := e.layout
+	now := l.At(ns)
+	h := shard.Hash(key)
+	b := e.table.Lookup(h, key)
+	for {
+		if b == nil {
+			if cost == 0 {
+				return Decision{Allowed: true, Remaining: e.burst}, held{ns: ns}
+			}
+			var d Decision
+			if b, d = e.create(h, key, now, ns, cost); b == nil {
+				return d, held{ns: ns, cost: cost, counted: true}
+			}
+		}
+		s, live := b.Take(l, &e.ref, now, cost)
+		if !live {
+			b = nil // evicted between lookup and take: create afresh
+			continue
+		}
+		if !s.Allowed {
+			return e.after(s.At, s.Tokens, cost, ns), held{ns: ns, cost: cost}
+		}
+		d := Decision{
+			Allowed:    true,
+			Remaining:  fixedpoint.TokensOf(s.Tokens),
+			ResetAfter: e.wait(s.At, s.Tokens, l.Capacity, ns),
+		}
+		if cost == 0 {
+			return d, held{ns: ns}
+		}
+		return d, held{b: b, at: s.At, ns: ns, cost: cost}
+	}
+}
+
+// give returns the cost quanta of h to its bucket, at the instant of the take,
+// less the refill the bucket received since the take, and reports the
+// bucket's state as a denied Decision.
+//
+// Why less the refill: had the take never been made, the bucket could have
+// reached its cap while later callers refilled it, and the refill beyond the
+// cap would have been lost. Each such update loses at most the refill it
+// credits, so the bucket untouched by the take holds at least what it holds
+// now plus cost minus the refill since the take; returning that much can
+// never lift it above what it would hold without the take. When nothing with a
+// later time touched the bucket the refill is 0 and the take is undone
+// exactly.
+//
+// Lock-free like shard.Bucket.Take: load, compute, CompareAndSwap, retry on
+// a lost race. An evicted bucket was full, as is the key's next bucket:
+// nothing is due.
+func (e *Engine) give(key string, h held) Decision {
+	l := e.layout
+	now := l.At(h.ns)
+	for {
+		w := h.b.Load()
+		if w == fixedpoint.Tomb {
+			return e.peek(h.ns, key, h.cost)
+		}
+		r := e.ref.Load()
+		_, at, tokens := l.Advance(w, r, now)
+		back := h.cost
+		if at > h.at {
+			back -= min(back, l.Credit(h.at, min(uint64(at-h.at), l.FillTicks)))
+		}
+		if back == 0 || tokens == l.Capacity {
+			return e.after(at, tokens, h.cost, h.ns)
+		}
+		tokens = min(tokens+back, l.Capacity)
+		if tokens == l.Capacity && at > h.at {
+			// Filled by refill credited since the take: stored at the next
+			// quantum boundary, as every full bucket is, so that the grid's
+			// fraction is not credited again. (At h.at itself the bucket
+			// was full before the take, and h.at is already that boundary.)
+			at = l.Boundary(max(at, now.Ceil))
+		}
+		e.ref.Cover(l, r, at)
+		if h.b.CompareAndSwap(w, l.Pack(at, tokens)) {
+			return e.after(at, tokens, h.cost, h.ns)
+		}
+	}
+}
+
+// peek reports, without changing anything, key's bucket at ns as a denied
+// Decision for a take of cost quanta (fixedpoint.Never: never satisfiable).
+func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
+	l := e.layout
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
+		if at, tokens, live := b.Peek(l, &e.ref, l.At(ns)); live {
+			return e.after(at, tokens, cost, ns)
+		}
+	}
+	// No bucket: full, as a new one would be.
+	d := Decision{Remaining: e.burst}
+	if cost > l.Capacity {
+		d.RetryAfter = InfDuration
+	}
+	return d
+}
+
+// after is the denied Decision of a bucket holding tokens quanta at tick at,
+// for a take of cost quanta.
+func (e *Engine) after(at int64, tokens, cost uint64, ns int64) Decision {
+	l := e.layout
+	d := Decision{
+		Remaining:  fixedpoint.TokensOf(tokens),
+		ResetAfter: e.wait(at, tokens, l.Capacity, ns),
+	}
+	if cost > l.Capacity {
+		d.RetryAfter = InfDuration
+	} else {
+		d.RetryAfter = e.wait(at, tokens, cost, ns)
+	}
+	return d
+}

@@ -1,0 +1,26 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+// Held is a take of AllowAll in flight, for tests that interleave other calls
+// between a take and its give-back.
+type Held = held
+
+// HoldAt makes the take AllowAllAt makes for one part, without counting it.
+func (e *Engine) HoldAt(t time.Time, key string, n float64) (Decision, Held) {
+	cost, _ := fixedpoint.Quantize(n)
+	return e.hold(e.nanosAt(t), key, cost)
+}
+
+// GiveBack gives a held take back, as a denied AllowAllAt does.
+// A held peek has no bucket and nothing to give back.
+func (e *Engine) GiveBack(key string, h Held) Decision {
+	if h.b == nil {
+		return e.peek(h.ns, key, h.cost)
+	}
+	return e.give(key, h)
+}
