@@ -1,0 +1,123 @@
+package httplimit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+)
+
+// maxCheckBytes bounds a check request's body.
+const maxCheckBytes = 64 << 10
+
+// CheckRequest is the body of a check API request: the parts of an HTTP
+// request that rules read, described by the service that received it.
+type CheckRequest struct {
+	// IP is the client's address. Trusted proxies do not apply: the caller
+	// is the authority on its client. Empty: the ip:address key is "".
+	IP      string            `json:"ip"`
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Headers map[string]string `json:"headers"`
+	Query   map[string]string `json:"query"`
+	// Cost, if set, is the cost under every rule, instead of their
+	// cost_source.
+	Cost *float64 `json:"cost"`
+}
+
+// CheckResponse is the body of a check API response: the Result, and the
+// header fields the service should copy to its response.
+type CheckResponse struct {
+	Result
+	Headers map[string]string `json:"headers"`
+}
+
+// CheckHandler serves the check API, for services that cannot embed
+// Handler: POST a CheckRequest as JSON, get a CheckResponse (status 200; the
+// decision is in the body). Tokens are taken as for a real request. A bad
+// request gets a 400 with problem details.
+func (l *Limiter) CheckHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeBadRequest(w, http.StatusMethodNotAllowed, "use POST with a JSON body")
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCheckBytes))
+		if err != nil {
+			writeBadRequest(w, http.StatusBadRequest, fmt.Sprintf("body unreadable or above %d bytes", maxCheckBytes))
+			return
+		}
+		var in CheckRequest
+		d := json.NewDecoder(bytes.NewReader(body))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&in); err != nil || d.More() {
+			writeBadRequest(w, http.StatusBadRequest, fmt.Sprintf("body must be one JSON object with ip, method, path, headers, query, cost: %v", err))
+			return
+		}
+		req, override, msg := in.request(r)
+		if msg != "" {
+			writeBadRequest(w, http.StatusBadRequest, msg)
+			return
+		}
+		res := l.check(req, override, true)
+		h := http.Header{}
+		res.WriteHeaders(h)
+		out := CheckResponse{Result: res, Headers: map[string]string{}}
+		for k := range h {
+			out.Headers[k] = h.Get(k)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(out)
+	})
+}
+
+// request builds the http.Request the rules see.
+func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, string) {
+	override := -1.0
+	if in.Cost != nil {
+		if c := *in.Cost; !(c >= 0) || math.IsInf(c, 1) {
+			return nil, 0, "cost must be a non-negative number"
+		}
+		override = *in.Cost
+	}
+	if in.IP != "" {
+		if _, err := netip.ParseAddr(in.IP); err != nil {
+			return nil, 0, "ip must be an IPv4 or IPv6 address, got " + strconv.Quote(in.IP)
+		}
+	}
+	if in.Method == "" {
+		in.Method = http.MethodGet
+	}
+	if in.Path == "" {
+		in.Path = "/"
+	}
+	q := url.Values{}
+	for k, v := range in.Query {
+		q.Set(k, v)
+	}
+	h := http.Header{}
+	for k, v := range in.Headers {
+		h.Set(k, v)
+	}
+	r := (&http.Request{
+		Method:     in.Method,
+		URL:        &url.URL{Path: in.Path, RawQuery: q.Encode()},
+		Header:     h,
+		RemoteAddr: in.IP,
+	}).WithContext(outer.Context())
+	return r, override, ""
+}
+
+func writeBadRequest(w http.ResponseWriter, status int, detail string) {
+	body, _ := json.Marshal(Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

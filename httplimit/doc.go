@@ -1,0 +1,156 @@
+// Package httplimit rate-limits HTTP requests with faucet's token buckets:
+// rules in a JSON vocabulary compatible with fairvisor's, the RateLimit
+// header fields of draft-ietf-httpapi-ratelimit-headers-10, tiers, per-user /
+// per-tenant / global hierarchies that must all pass, and a pluggable store
+// for buckets shared between instances. It imports only the standard library
+// and faucet's engine.
+//
+//	rules, err := httplimit.ParseRules(data)
+//	...
+//	lim, err := httplimit.New(rules, httplimit.Options{})
+//	...
+//	http.ListenAndServe(addr, lim.Handler(app))
+//
+// # Rules
+//
+// A rules document is {"rules": [ ... ]}; each rule is an object:
+//
+//	{
+//	  "name": "free",                        // required, unique, printable ASCII
+//	  "limit_keys": ["header:x-api-key"],    // required: one bucket per value
+//	  "algorithm": "token_bucket",           // optional; the only algorithm
+//	  "algorithm_config": {
+//	    "tokens_per_second": 10,             // or its alias "rps"; not both
+//	    "burst": 20,                         // required, >= the rate
+//	    "cost_source": "fixed",              // or "header:<name>", "query:<name>"
+//	    "fixed_cost": 1,                     // cost with "fixed" (default 1)
+//	    "default_cost": 1                    // cost when the source is unusable (default 1)
+//	  },
+//	  "match": {"jwt:plan": "enterprise"},   // optional: when the rule applies
+//	  "mode": "enforce",                     // or "shadow"
+//	  "fail_mode": "open"                    // or "closed" (faucet's extension)
+//	}
+//
+// Limit keys: "ip:address" (the client address, see Client address),
+// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>". Several
+// keys make one bucket per combination. A request lacking a key (no such
+// header) is limited under the empty value: all such requests share one
+// bucket, so leaving a header out is never a way around a limit. A header or
+// parameter sent twice counts by its first value, the one http.Header.Get and
+// url.Values.Get give the application.
+//
+// Match entries: "jwt:<claim>", "header:<name>", "query:<name>", "method",
+// "path" (exact), "path_prefix" (string prefix: write "/api/" to exclude
+// "/apix"). A value is a string or a list of strings (any of them); every
+// entry must hold.
+//
+// JWT claims are decoded from the bearer token of the Authorization header
+// WITHOUT verifying its signature. Anyone can write any claim there, so a
+// jwt: key or match is only as trustworthy as the authentication that
+// rejects forged tokens; run it in front of the limiter (a gateway) or make
+// sure unauthenticated requests cannot profit from a forged claim. Claims
+// that are not strings compare as their JSON text (42, true).
+//
+// Which rules apply: rules with different limit_keys all apply, and a
+// request must pass every one of them (per user, per tenant, global). Among
+// rules with the same limit_keys (in any order) the first, in file order,
+// whose match holds applies and the others are skipped: tiers. A rule that
+// can never apply (after a rule with no match, or with the same match, in
+// its group) is an error.
+//
+// The tokens of a request are taken from every applied enforce rule at once
+// or from none (engine.AllowAllAt): a request denied by one rule costs the
+// others nothing. Shadow rules take their tokens on their own after the
+// decision (only when the request was allowed) and never deny; they show in
+// the headers, in the reason header as "shadow_..." when they would have
+// denied, and in Stats.
+//
+// Cost: "fixed" charges fixed_cost. "header:<name>" and "query:<name>"
+// charge the value sent, which must be a plain non-negative decimal ("3",
+// "0.5"); anything else, or the value sent twice, charges default_cost. A
+// cost is whatever the client sends, so use these sources only where
+// something trusted sets the value (a cost of 0 passes free). A cost above a
+// rule's burst can never pass: 429 without Retry-After, reason
+// cost_exceeds_burst.
+//
+// Validation (ParseRules, New, Reload) reports every problem at once, each
+// naming the rule and the field: unknown fields, duplicate JSON keys, wrong
+// types, both rps and tokens_per_second, a rate or burst out of range, a
+// burst below the rate, non-positive costs, unknown key kinds, duplicate
+// names, rules that can never apply.
+//
+// # Responses
+//
+// Every checked response carries, for the rules that applied:
+//
+//	RateLimit-Policy: "free";q=20;w=2
+//	RateLimit: "free";r=17;t=0
+//
+// q is the burst, w the seconds an empty bucket takes to fill, r the whole
+// tokens left, t the seconds until a request of the same cost could pass.
+// HeadersLegacy and HeadersX add RateLimit-Limit/-Remaining/-Reset (and the
+// X- forms) for the most constrained rule, Reset being the seconds until its
+// bucket is full. A denied request gets 429, the reason header
+// (X-Faucet-Reason: token_bucket_exceeded), an application/problem+json body
+// (RFC 9457, type quota-exceeded, violated-policies) and
+//
+//	Retry-After: ceil(longest wait of any rule) + jitter
+//
+// The jitter is in [0, 50 %] of the wait, never negative (so Retry-After is
+// never earlier than any t), and the same for one client of one rule every
+// time (a hash of Options.JitterSeed, the rule and the bucket key): clients
+// denied together come back spread out.
+//
+// # Client address
+//
+// The ip:address key is RemoteAddr's address unless RemoteAddr belongs to
+// Options.TrustedProxies; then X-Forwarded-For (or Forwarded) is read right
+// to left over all its lines, skipping trusted proxies, and the first
+// untrusted hop is the client. A client's own X-Forwarded-For is therefore
+// ignored. IPv6 clients are keyed by their /64 (Options.IPv6Prefix), so a
+// client rotating addresses inside its network stays in one bucket.
+//
+// # Reload
+//
+// Reload swaps the rules atomically. A rule whose name, limit_keys, rate and
+// burst are unchanged keeps its buckets and counters; a new or changed rule
+// starts with full buckets.
+//
+// # Store
+//
+// Buckets live in a Store (default: NewMemoryStore, one engine per rule).
+// A distributed store implements this contract:
+//
+//   - Bind(Limit) (Handle, error) prepares a rule's buckets; the Limiter calls
+//     it for every rule on New and on every Reload, before the rules take
+//     effect. Limit.ID ("<name>#<16 hex digits>", printable, no spaces) names
+//     the bucket namespace: binding an ID that is still bound must return a
+//     handle to the same buckets (that is how a reload keeps state). Rate
+//     (tokens/s, 1/86400 to 1e9) and Burst (1 to 1e9, >= Rate, a multiple of
+//     0.001) are the bucket's parameters. An error fails New or Reload.
+//   - Release(Handle) undoes one Bind; when all Binds of an ID are released
+//     the store may drop its buckets. Requests in flight may still call
+//     TakeAll with a released handle, which must work.
+//   - TakeAll(ctx, now, takes, out) takes takes[i].N tokens from bucket
+//     takes[i].Key of takes[i].Handle for every i, or from none, and returns
+//     the index of the denied take or -1. out[i] is filled for every take, as
+//     engine.AllowAllAt fills it: all taken, out[i] is the take's Decision
+//     (Allowed, Remaining after the take, ResetAfter until full); denied at
+//     k, no Allowed is true, nothing is net consumed, out[i].Remaining is
+//     what bucket i holds, out[i].RetryAfter the wait until take i alone
+//     would pass (0 if it would now; engine.InfDuration if N > Burst) and
+//     out[k].RetryAfter > 0. A take with N > Burst denies before anything is
+//     taken, and the first such take is reported whatever its position. Key
+//     may be empty; N is finite and >= 0 (0 peeks). now is the decision time
+//     (a store with its own clock may ignore it); ctx carries the request's
+//     deadline.
+//   - An error from TakeAll means the store could not decide: out is
+//     ignored, and each rule's fail_mode applies: "open" admits (counted in
+//     RuleStats.FailedOpen), "closed" answers 503 with Retry-After: 1. A
+//     store should leave nothing consumed on error and document what it can
+//     leave behind.
+//   - Bind and Release are serialised by the Limiter, but run concurrently
+//     with TakeAll. TakeAll is called once per request for the enforce rules,
+//     and once more per applied shadow rule, alone.
+//   - Optionally BucketStats(Handle) (live, evicted, ok) feeds Stats.
+package httplimit

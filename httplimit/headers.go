@@ -1,0 +1,137 @@
+package httplimit
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// retryAfter is the Retry-After of a 429: the longest wait any enforced rule
+// needs (at least 1 s), plus a jitter in [0, 50 %] of it that is the same
+// every time for one client of one rule, so that clients denied together do
+// not all come back together, and each client sees a stable value. The
+// jitter is never negative, so Retry-After is never earlier than any
+// RateLimit t, as the draft requires.
+func (l *Limiter) retryAfter(res *Result) int64 {
+	base := int64(1)
+	for i := range res.Policies {
+		p := &res.Policies[i]
+		if p.Mode == modeEnforce && !p.Unknown && p.Reset > base {
+			base = p.Reset
+		}
+	}
+	var key string
+	for i := range res.Policies {
+		if res.Policies[i].Name == res.DeniedBy {
+			key = res.Policies[i].Key
+		}
+	}
+	return base + jitter(l.opts.seed, res.DeniedBy, key, base)
+}
+
+// jitter returns a value in [0, base/2], a deterministic function of the
+// seed and the identity (rule name and bucket key).
+func jitter(seed uint64, rule, key string, base int64) int64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(rule))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	x := mix64(h.Sum64())
+	u := float64(x>>11) / (1 << 53) // uniform in [0, 1)
+	return int64(u * float64(base/2+1))
+}
+
+// mix64 is the SplitMix64 finalizer: FNV's high bits are weak for short
+// inputs.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// WriteHeaders sets the rate-limit header fields of the result on h:
+// RateLimit-Policy and RateLimit (draft-10) and, as configured, the legacy
+// fields; on a denial also Retry-After and the reason header.
+func (res *Result) WriteHeaders(h http.Header) {
+	if len(res.Policies) > 0 {
+		set := res.opts.headers
+		if set&HeadersDraft != 0 {
+			res.writeDraft(h)
+		}
+		if set&(HeadersLegacy|HeadersX) != 0 {
+			p := res.constrained()
+			for _, prefix := range []string{"", "X-"} {
+				if prefix == "" && set&HeadersLegacy == 0 || prefix == "X-" && set&HeadersX == 0 || p == nil {
+					continue
+				}
+				h.Set(prefix+"RateLimit-Limit", strconv.FormatInt(p.Quota, 10))
+				h.Set(prefix+"RateLimit-Remaining", strconv.FormatInt(int64(math.Floor(p.Remaining)), 10))
+				h.Set(prefix+"RateLimit-Reset", strconv.FormatInt(p.Full, 10))
+			}
+		}
+	}
+	if res.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
+	}
+	if res.Reason != "" {
+		h.Set(ReasonHeader, res.Reason)
+	}
+}
+
+func (res *Result) writeDraft(h http.Header) {
+	var policy, state strings.Builder
+	for i := range res.Policies {
+		p := &res.Policies[i]
+		ru := p.rule
+		if policy.Len() > 0 {
+			policy.WriteString(", ")
+		}
+		policy.WriteString(ru.policy)
+		if p.Unknown {
+			continue
+		}
+		if state.Len() > 0 {
+			state.WriteString(", ")
+		}
+		state.WriteString(ru.quoted)
+		state.WriteString(";r=")
+		state.WriteString(strconv.FormatInt(int64(math.Floor(p.Remaining)), 10))
+		if p.Reset >= 0 {
+			state.WriteString(";t=")
+			state.WriteString(strconv.FormatInt(p.Reset, 10))
+		}
+	}
+	h.Set("RateLimit-Policy", policy.String())
+	if state.Len() > 0 {
+		h.Set("RateLimit", state.String())
+	}
+}
+
+// constrained is the policy the legacy fields describe: the denying rule,
+// else the enforced rule with the fewest tokens left (the first on a tie),
+// else the shadow rule with the fewest.
+func (res *Result) constrained() *Policy {
+	var best *Policy
+	for i := range res.Policies {
+		p := &res.Policies[i]
+		if p.Unknown {
+			continue
+		}
+		if p.Name == res.DeniedBy && p.Mode == modeEnforce {
+			return p
+		}
+		if best == nil || (p.Mode == modeEnforce) != (best.Mode == modeEnforce) && p.Mode == modeEnforce ||
+			p.Mode == best.Mode && p.Remaining < best.Remaining {
+			best = p
+		}
+	}
+	return best
+}

@@ -1,0 +1,345 @@
+package httplimit
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HeaderSet selects the rate-limit header fields a Limiter writes.
+type HeaderSet uint8
+
+const (
+	// HeadersDraft writes RateLimit-Policy and RateLimit of
+	// draft-ietf-httpapi-ratelimit-headers-10, one list item per rule that
+	// applied, named after the rule. The default.
+	HeadersDraft HeaderSet = 1 << iota
+	// HeadersLegacy writes RateLimit-Limit, RateLimit-Remaining and
+	// RateLimit-Reset (drafts up to -06) for the most constrained rule.
+	HeadersLegacy
+	// HeadersX writes the same three fields as X-RateLimit-Limit,
+	// X-RateLimit-Remaining and X-RateLimit-Reset.
+	HeadersX
+)
+
+// ReasonHeader names the header that says why a request was denied, or which
+// shadow rule would have denied it.
+const ReasonHeader = "X-Faucet-Reason"
+
+// Reasons, the values of ReasonHeader and of Result.Reason.
+const (
+	// ReasonExceeded: a rule's bucket holds fewer tokens than the cost.
+	ReasonExceeded = "token_bucket_exceeded"
+	// ReasonCostExceedsBurst: the cost is above a rule's burst, so the
+	// request can never pass; the 429 carries no Retry-After.
+	ReasonCostExceedsBurst = "cost_exceeds_burst"
+	// ReasonStoreUnavailable: the store failed and a rule that applied has
+	// fail_mode "closed" (503).
+	ReasonStoreUnavailable = "store_unavailable"
+	// ReasonShadowPrefix prefixes the reason a shadow rule would have
+	// denied with; the request itself was allowed.
+	ReasonShadowPrefix = "shadow_"
+)
+
+// Options configures a Limiter; the zero value is usable.
+type Options struct {
+	// Store keeps the buckets. nil: a MemoryStore with default options,
+	// owned (and closed) by the Limiter.
+	Store Store
+	// Headers selects the header fields written; 0 means HeadersDraft.
+	Headers HeaderSet
+	// TrustedProxies are the networks of the proxies in front of the
+	// limiter. Only when RemoteAddr is in one of them is the forwarding
+	// header read; by default it never is, since any client can send it.
+	TrustedProxies []netip.Prefix
+	// ForwardedHeader is the header trusted proxies append the client's
+	// address to: "X-Forwarded-For" (the default) or "Forwarded". Only one
+	// is read: a proxy that appends to one passes the other through
+	// untouched, where a client could have written anything.
+	ForwardedHeader string
+	// IPv6Prefix is the prefix length that keys IPv6 clients (default 64:
+	// one bucket per customer network, since a client often owns a whole
+	// /64 and can rotate addresses within it). IPv4Prefix is the same for
+	// IPv4 (default 32).
+	IPv6Prefix, IPv4Prefix int
+	// JitterSeed keys the Retry-After jitter. Instances that share a store
+	// should share the seed, so that a client gets one Retry-After from all.
+	JitterSeed uint64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnStoreError, if set, is called with every error of the store.
+	OnStoreError func(error)
+}
+
+// options is Options with defaults applied.
+type options struct {
+	store          Store
+	headers        HeaderSet
+	trustedProxies []netip.Prefix
+	forwarded      bool
+	ipv6Prefix     int
+	ipv4Prefix     int
+	seed           uint64
+	now            func() time.Time
+	onStoreError   func(error)
+}
+
+func (o Options) resolve() (*options, error) {
+	r := &options{store: o.Store, headers: o.Headers, seed: o.JitterSeed, now: o.Now, onStoreError: o.OnStoreError,
+		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
+	if r.headers == 0 {
+		r.headers = HeadersDraft
+	}
+	if r.headers&^(HeadersDraft|HeadersLegacy|HeadersX) != 0 {
+		return nil, fmt.Errorf("httplimit: Options.Headers has unknown bits %#x", uint8(r.headers))
+	}
+	switch o.ForwardedHeader {
+	case "", "X-Forwarded-For", "x-forwarded-for":
+	case "Forwarded", "forwarded":
+		r.forwarded = true
+	default:
+		return nil, fmt.Errorf("httplimit: Options.ForwardedHeader must be \"X-Forwarded-For\" or \"Forwarded\", got %q", o.ForwardedHeader)
+	}
+	if r.ipv6Prefix == 0 {
+		r.ipv6Prefix = 64
+	}
+	if r.ipv4Prefix == 0 {
+		r.ipv4Prefix = 32
+	}
+	if r.ipv6Prefix < 1 || r.ipv6Prefix > 128 {
+		return nil, fmt.Errorf("httplimit: Options.IPv6Prefix must be between 1 and 128, got %d", r.ipv6Prefix)
+	}
+	if r.ipv4Prefix < 1 || r.ipv4Prefix > 32 {
+		return nil, fmt.Errorf("httplimit: Options.IPv4Prefix must be between 1 and 32, got %d", r.ipv4Prefix)
+	}
+	for _, p := range o.TrustedProxies {
+		if !p.IsValid() {
+			return nil, errors.New("httplimit: Options.TrustedProxies holds an invalid prefix")
+		}
+		r.trustedProxies = append(r.trustedProxies, p.Masked())
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
+// Limiter enforces a rule set on HTTP requests. It is safe for concurrent
+// use; Reload swaps the rules while requests are being checked.
+type Limiter struct {
+	opts     *options
+	ownStore *MemoryStore // the default store, closed by Close
+	// set is the rule set in force; replaced whole by Reload.
+	set atomic.Pointer[ruleSet]
+
+	mu       sync.Mutex                 // serialises Reload and Close
+	counters map[string]*ruleCounters // by rule name, kept across reloads; guarded by mu
+	closed   bool                       // guarded by mu
+}
+
+// ruleSet is a compiled, immutable rule set.
+type ruleSet struct {
+	rules  []*rule   // file order
+	groups [][]*rule // rules with the same limit keys, in file order
+}
+
+// rule is a compiled Rule.
+type rule struct {
+	Rule
+	limit    Limit
+	handle   Handle
+	keys     []keySpec
+	match    []matcher
+	cost     costSource
+	shadow   bool
+	closed   bool // fail_mode closed
+	policy   string // the RateLimit-Policy item, precomputed
+	quoted   string // the name as a structured-field string
+	counters *ruleCounters
+}
+
+// New validates rules (every problem at once, in a *ConfigError), binds them
+// to the store and returns a Limiter enforcing them.
+func New(rules []Rule, opts Options) (*Limiter, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{opts: o, counters: map[string]*ruleCounters{}}
+	if o.store == nil {
+		l.ownStore = NewMemoryStore(MemoryOptions{})
+		o.store = l.ownStore
+	}
+	set, err := l.compile(rules)
+	if err != nil {
+		if l.ownStore != nil {
+			l.ownStore.Close()
+		}
+		return nil, err
+	}
+	l.set.Store(set)
+	return l, nil
+}
+
+// Reload replaces the rules. Rules whose name, limit_keys, rate and burst
+// are unchanged keep their buckets (and their counters); the others start
+// with full buckets. On error nothing changes.
+func (l *Limiter) Reload(rules []Rule) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("httplimit: Reload after Close")
+	}
+	set, err := l.compileLocked(rules)
+	if err != nil {
+		return err
+	}
+	old := l.set.Swap(set)
+	l.release(old)
+	return nil
+}
+
+// Close releases the rules' buckets and, for the default store, stops its
+// engines' sweepers. Check keeps working with the last rules.
+func (l *Limiter) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	l.release(l.set.Load())
+	if l.ownStore != nil {
+		return l.ownStore.Close()
+	}
+	return nil
+}
+
+// Rules returns the rules in force, defaults filled in.
+func (l *Limiter) Rules() []Rule {
+	set := l.set.Load()
+	out := make([]Rule, len(set.rules))
+	for i, r := range set.rules {
+		out[i] = r.Rule
+		out[i].LimitKeys = slices.Clone(r.LimitKeys)
+	}
+	return out
+}
+
+func (l *Limiter) release(set *ruleSet) {
+	for _, r := range set.rules {
+		l.opts.store.Release(r.handle)
+	}
+}
+
+func (l *Limiter) compile(rules []Rule) (*ruleSet, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.compileLocked(rules)
+}
+
+func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
+	rules := make([]Rule, len(in))
+	for i, r := range in {
+		rules[i] = r
+		rules[i].LimitKeys = slices.Clone(r.LimitKeys)
+		m := make(map[string][]string, len(r.Match))
+		for k, v := range r.Match {
+			m[k] = slices.Clone(v)
+		}
+		rules[i].Match = m
+	}
+	var p problems
+	validate(rules, &p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	set := &ruleSet{}
+	groupIndex := map[string]int{}
+	for i := range rules {
+		r := &rule{Rule: rules[i]}
+		r.compileParts()
+		r.limit = Limit{ID: limitID(&r.Rule), Name: r.Name, Rate: r.Rate, Burst: r.Burst}
+		h, err := l.opts.store.Bind(r.limit)
+		if err != nil {
+			for _, done := range set.rules {
+				l.opts.store.Release(done.handle)
+			}
+			return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
+		}
+		r.handle = h
+		if r.counters = l.counters[r.Name]; r.counters == nil {
+			r.counters = &ruleCounters{}
+			l.counters[r.Name] = r.counters
+		}
+		set.rules = append(set.rules, r)
+		g := groupOf(r.LimitKeys)
+		gi, ok := groupIndex[g]
+		if !ok {
+			gi = len(set.groups)
+			groupIndex[g] = gi
+			set.groups = append(set.groups, nil)
+		}
+		set.groups[gi] = append(set.groups[gi], r)
+	}
+	return set, nil
+}
+
+// compileParts parses a validated rule's keys, matches and cost.
+func (r *rule) compileParts() {
+	for _, k := range r.LimitKeys {
+		spec, _ := parseKey(k, false)
+		r.keys = append(r.keys, spec)
+	}
+	for _, k := range sortedKeys(r.Match) {
+		spec, _ := parseKey(k, true)
+		r.match = append(r.match, matcher{spec: spec, values: r.Match[k]})
+	}
+	r.cost = costSource{fixed: r.CostSource == "fixed", value: r.FixedCost, def: r.DefaultCost}
+	if !r.cost.fixed {
+		spec, _ := parseKey(r.CostSource, false)
+		r.cost.kind, r.cost.name = spec.kind, spec.name
+	}
+	r.shadow = r.Mode == modeShadow
+	r.closed = r.FailMode == failClosed
+	r.quoted = sfString(r.Name)
+	r.policy = r.quoted + ";q=" + strconv.FormatInt(int64(math.Floor(r.Burst)), 10) +
+		";w=" + strconv.FormatInt(int64(math.Ceil(r.Burst/r.Rate)), 10)
+}
+
+// limitID names a rule's buckets: its name and a hash of what shapes them.
+func limitID(r *Rule) string {
+	h := sha256.New()
+	g := groupOf(r.LimitKeys)
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(len(g)))
+	h.Write(buf[:])
+	h.Write([]byte(g))
+	binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Rate))
+	h.Write(buf[:])
+	binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Burst))
+	h.Write(buf[:])
+	return r.Name + "#" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// sfString quotes a printable-ASCII name as a structured-field string.
+func sfString(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return string(append(b, '"'))
+}

@@ -1,0 +1,110 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// MemoryOptions configures a MemoryStore; the zero value is usable.
+type MemoryOptions struct {
+	// MaxKeys bounds the live buckets of each rule (engine.Config.MaxKeys);
+	// 0 means unbounded. Behind a public edge, where every client address
+	// or header value makes a bucket, set it.
+	MaxKeys int
+	// DenyWhenFull denies a new key that finds MaxKeys buckets live and none
+	// full, instead of admitting it without a bucket.
+	DenyWhenFull bool
+	// SweepInterval is engine.Config.SweepInterval: 0 for the default.
+	SweepInterval time.Duration
+}
+
+// MemoryStore keeps each rule's buckets in an engine.Engine in this process.
+// It is safe for concurrent use. Close stops the engines' sweepers.
+type MemoryStore struct {
+	opts MemoryOptions
+	mu   sync.Mutex
+	byID map[string]*memLimit // bound limits, by Limit.ID; guarded by mu
+}
+
+// memLimit is a MemoryStore's Handle.
+type memLimit struct {
+	e    *engine.Engine
+	id   string
+	refs int // guarded by MemoryStore.mu
+}
+
+var _ Store = (*MemoryStore)(nil)
+var _ BucketStatser = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+	return &MemoryStore{opts: opts, byID: map[string]*memLimit{}}
+}
+
+// Bind returns the engine of l.ID, creating it on first use.
+func (s *MemoryStore) Bind(l Limit) (Handle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.byID[l.ID]; m != nil {
+		m.refs++
+		return m, nil
+	}
+	e, err := engine.New(engine.Config{
+		Limit:         engine.Limit(l.Rate),
+		Burst:         l.Burst,
+		MaxKeys:       s.opts.MaxKeys,
+		DenyWhenFull:  s.opts.DenyWhenFull,
+		SweepInterval: s.opts.SweepInterval,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: rule %q: %w", l.Name, err)
+	}
+	m := &memLimit{e: e, id: l.ID, refs: 1}
+	s.byID[l.ID] = m
+	return m, nil
+}
+
+// Release drops the engine once every Bind of its ID is released. The engine
+// keeps answering takes in flight; only its sweeper stops.
+func (s *MemoryStore) Release(h Handle) {
+	m := h.(*memLimit)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.refs--; m.refs == 0 {
+		delete(s.byID, m.id)
+		m.e.Close()
+	}
+}
+
+// TakeAll is engine.AllowAllAt over the bound engines; it never fails.
+func (s *MemoryStore) TakeAll(_ context.Context, now time.Time, takes []Take, out []engine.Decision) (int, error) {
+	var stack [maxTakes]engine.Take
+	ets := stack[:0]
+	if len(takes) > maxTakes {
+		ets = make([]engine.Take, 0, len(takes))
+	}
+	for _, t := range takes {
+		ets = append(ets, engine.Take{Engine: t.Handle.(*memLimit).e, Key: t.Key, N: t.N})
+	}
+	return engine.AllowAllAt(now, ets, out), nil
+}
+
+// BucketStats reports the engine's live and evicted buckets.
+func (s *MemoryStore) BucketStats(h Handle) (live int, evicted uint64, ok bool) {
+	st := h.(*memLimit).e.Stats()
+	return st.Live, st.Evicted, true
+}
+
+// Close stops the sweepers of every bound engine. The store keeps working.
+func (s *MemoryStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.byID {
+		m.e.Close()
+	}
+	return nil
+}

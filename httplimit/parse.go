@@ -1,0 +1,230 @@
+package httplimit
+
+import (
+	"math"
+	"strconv"
+)
+
+// ParseRules reads a rules document, {"rules": [ ... ]}, in the JSON
+// vocabulary of the package documentation. It reports every problem at once
+// in a *ConfigError: malformed JSON, duplicate keys, unknown fields, wrong
+// types, and every check of New (ranges, burst >= rate, duplicate names,
+// unknown key kinds, rules that can never apply).
+func ParseRules(data []byte) ([]Rule, error) {
+	var p problems
+	root, err := parseJSON(data, func(path, key string) {
+		p.add("", -1, join(path, key), "duplicate key")
+	})
+	if err != nil {
+		p.add("", -1, "", "%v", err)
+		return nil, p.err()
+	}
+	if root.kind != jObject {
+		p.add("", -1, "document", "must be an object with a \"rules\" list, got %v", root.kind)
+		return nil, p.err()
+	}
+	var list *jvalue
+	for _, m := range root.members {
+		if m.name == "rules" {
+			list = m.value
+		} else {
+			p.add("", -1, m.name, `unknown field; the document has only "rules"`)
+		}
+	}
+	if list == nil || list.kind != jArray {
+		what := "missing"
+		if list != nil {
+			what = "got " + list.kind.String()
+		}
+		p.add("", -1, "rules", "must be a list of rules, %s", what)
+		return nil, p.err()
+	}
+	rules := make([]Rule, len(list.items))
+	reported := map[[2]string]bool{} // (index, field) already reported
+	for i, item := range list.items {
+		d := ruleDecoder{p: &p, index: i, reported: reported}
+		d.rule(item, &rules[i])
+	}
+	var semantic problems
+	validate(rules, &semantic)
+	for _, e := range semantic.list {
+		if !reported[[2]string{itoa(e.Index), e.Field}] {
+			p.list = append(p.list, e)
+		}
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return rules, nil
+}
+
+// ruleDecoder turns one rule's JSON into a Rule, reporting type problems.
+type ruleDecoder struct {
+	p        *problems
+	index    int
+	name     string
+	reported map[[2]string]bool
+}
+
+func (d *ruleDecoder) bad(field, format string, args ...any) {
+	d.reported[[2]string{itoa(d.index), field}] = true
+	d.p.add(d.name, d.index, field, format, args...)
+}
+
+func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
+	if v.kind != jObject {
+		d.bad("", "a rule must be an object, got %v", v.kind)
+		return
+	}
+	if n := member(v, "name"); n != nil && n.kind == jString {
+		d.name = n.str
+	}
+	for _, m := range v.members {
+		switch m.name {
+		case "name":
+			r.Name = d.str("name", m.value)
+		case "limit_keys":
+			r.LimitKeys = d.strs("limit_keys", m.value)
+		case "algorithm":
+			if s := d.str("algorithm", m.value); s != "token_bucket" && m.value.kind == jString {
+				d.bad("algorithm", `must be "token_bucket", got %s`, quote(s))
+			}
+		case "algorithm_config":
+			d.config(m.value, r)
+		case "match":
+			r.Match = d.match(m.value)
+		case "mode":
+			r.Mode = d.str("mode", m.value)
+		case "fail_mode":
+			r.FailMode = d.str("fail_mode", m.value)
+		default:
+			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, match, mode, fail_mode")
+		}
+	}
+	if member(v, "name") == nil {
+		d.bad("name", "required: a non-empty string")
+	}
+	if member(v, "limit_keys") == nil {
+		d.bad("limit_keys", "required: a non-empty list such as [\"ip:address\"]")
+	}
+	if member(v, "algorithm_config") == nil {
+		d.bad("algorithm_config", "required: an object with tokens_per_second (or rps) and burst")
+		d.reported[[2]string{itoa(d.index), "algorithm_config.tokens_per_second"}] = true
+		d.reported[[2]string{itoa(d.index), "algorithm_config.burst"}] = true
+	}
+}
+
+func (d *ruleDecoder) config(v *jvalue, r *Rule) {
+	const pre = "algorithm_config."
+	if v.kind != jObject {
+		d.bad("algorithm_config", "must be an object, got %v", v.kind)
+		d.reported[[2]string{itoa(d.index), pre + "tokens_per_second"}] = true
+		d.reported[[2]string{itoa(d.index), pre + "burst"}] = true
+		return
+	}
+	tps, rps := member(v, "tokens_per_second"), member(v, "rps")
+	switch {
+	case tps != nil && rps != nil:
+		d.bad(pre+"rps", "give tokens_per_second or its alias rps, not both")
+		d.reported[[2]string{itoa(d.index), pre + "tokens_per_second"}] = true
+	case tps == nil && rps == nil:
+		d.bad(pre+"tokens_per_second", "required: the refill rate in tokens per second (or its alias rps)")
+	case rps != nil:
+		r.rateField = "rps"
+	}
+	for _, m := range v.members {
+		field := pre + m.name
+		switch m.name {
+		case "tokens_per_second", "rps":
+			if tps == nil || m.name == "tokens_per_second" {
+				r.Rate = d.num(field, m.value)
+			}
+		case "burst":
+			r.Burst = d.num(field, m.value)
+		case "cost_source":
+			r.CostSource = d.str(field, m.value)
+		case "fixed_cost":
+			if r.FixedCost = d.num(field, m.value); r.FixedCost == 0 && m.value.kind == jNumber {
+				d.bad(field, "must be a positive number, got 0")
+			}
+		case "default_cost":
+			if r.DefaultCost = d.num(field, m.value); r.DefaultCost == 0 && m.value.kind == jNumber {
+				d.bad(field, "must be a positive number, got 0")
+			}
+		default:
+			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost")
+		}
+	}
+	if member(v, "burst") == nil {
+		d.bad(pre+"burst", "required: the bucket capacity in tokens, at least the rate")
+	}
+}
+
+func (d *ruleDecoder) match(v *jvalue) map[string][]string {
+	if v.kind != jObject {
+		d.bad("match", "must be an object, got %v", v.kind)
+		return nil
+	}
+	m := map[string][]string{}
+	for _, e := range v.members {
+		field := "match." + e.name
+		switch e.value.kind {
+		case jString:
+			m[e.name] = []string{e.value.str}
+		case jArray:
+			m[e.name] = d.strs(field, e.value)
+		default:
+			d.bad(field, "must be a string or a list of strings, got %v", e.value.kind)
+			m[e.name] = []string{""} // keep the key for its own checks
+		}
+	}
+	return m
+}
+
+func (d *ruleDecoder) str(field string, v *jvalue) string {
+	if v.kind != jString {
+		d.bad(field, "must be a string, got %v", v.kind)
+		return ""
+	}
+	return v.str
+}
+
+func (d *ruleDecoder) strs(field string, v *jvalue) []string {
+	if v.kind != jArray {
+		d.bad(field, "must be a list of strings, got %v", v.kind)
+		return nil
+	}
+	out := make([]string, 0, len(v.items))
+	for i, item := range v.items {
+		if item.kind != jString {
+			d.bad(field+"["+itoa(i)+"]", "must be a string, got %v", item.kind)
+			continue
+		}
+		out = append(out, item.str)
+	}
+	return out
+}
+
+func (d *ruleDecoder) num(field string, v *jvalue) float64 {
+	if v.kind != jNumber {
+		d.bad(field, "must be a number, got %v", v.kind)
+		return math.NaN()
+	}
+	x, err := strconv.ParseFloat(string(v.num), 64)
+	if err != nil || !isFinite(x) {
+		d.bad(field, "number %s is out of range", v.num)
+		return math.NaN()
+	}
+	return x
+}
+
+func member(v *jvalue, name string) *jvalue {
+	for _, m := range v.members {
+		if m.name == name {
+			return m.value
+		}
+	}
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,70 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// QuotaExceededType is the RFC 9457 problem type of a 429, registered by
+// draft-ietf-httpapi-ratelimit-headers.
+const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// Problem is the RFC 9457 body of a denied request.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// ViolatedPolicies names the denying rule (the draft's member).
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+	// Reason repeats the reason header.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Problem returns the problem details of a denied result, nil if allowed.
+func (res *Result) Problem() *Problem {
+	switch {
+	case res.Allowed:
+		return nil
+	case res.Status == http.StatusServiceUnavailable:
+		return &Problem{Type: "about:blank", Title: "Service Unavailable", Status: res.Status,
+			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
+	}
+	ru := res.denier
+	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
+		ViolatedPolicies: []string{ru.Name}, Reason: res.Reason}
+	limit := fmt.Sprintf("Rule %q allows %s tokens per second with bursts of %s", ru.Name, num(ru.Rate), num(ru.Burst))
+	if res.Reason == ReasonCostExceedsBurst {
+		var cost float64
+		for _, pol := range res.Policies {
+			if pol.rule == ru {
+				cost = pol.Cost
+			}
+		}
+		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(cost))
+	} else {
+		p.Detail = fmt.Sprintf("%s; retry after %d s.", limit, res.RetryAfter)
+	}
+	return p
+}
+
+// WriteProblem writes the headers and the application/problem+json body of
+// a denied result; it does nothing for an allowed one.
+func (res *Result) WriteProblem(w http.ResponseWriter) {
+	p := res.Problem()
+	if p == nil {
+		return
+	}
+	body, _ := json.Marshal(p) // strings and ints only: cannot fail
+	h := w.Header()
+	res.WriteHeaders(h)
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	w.Write(append(body, '\n'))
+}
+
+func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -1,0 +1,153 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// request caches what rules read from one request: each part is computed at
+// most once, and only if some rule needs it.
+type request struct {
+	r      *http.Request
+	o      *options
+	direct bool // RemoteAddr is the client (check API)
+	ip     string
+	ipDone bool
+	claims map[string]json.RawMessage
+	jwt    bool
+	query  url.Values
+	qDone  bool
+}
+
+func (q *request) clientKey() string {
+	if !q.ipDone {
+		q.ipDone = true
+		ip, ok := parseHost(q.r.RemoteAddr)
+		if !q.direct {
+			ip, ok = q.o.clientIP(q.r)
+		}
+		if ok {
+			q.ip = q.o.ipKey(ip)
+		}
+	}
+	return q.ip
+}
+
+func (q *request) claim(name string) (string, bool) {
+	if !q.jwt {
+		q.jwt = true
+		q.claims = jwtClaims(q.r)
+	}
+	return claimString(q.claims, name)
+}
+
+func (q *request) params() map[string][]string {
+	if !q.qDone {
+		q.qDone = true
+		q.query = q.r.URL.Query()
+	}
+	return q.query
+}
+
+// value is the request's value for one key; ok is false when it lacks it.
+func (q *request) value(k keySpec) (string, bool) {
+	switch k.kind {
+	case kindIP:
+		ip := q.clientKey()
+		return ip, ip != ""
+	case kindHeader:
+		vals := q.r.Header.Values(k.name)
+		if len(vals) == 0 {
+			return "", false
+		}
+		// The first line, which is what http.Header.Get gives the handler.
+		return vals[0], true
+	case kindQuery:
+		vals := q.params()[k.name]
+		if len(vals) == 0 {
+			return "", false
+		}
+		return vals[0], true
+	case kindPath:
+		return q.r.URL.Path, true
+	case kindMethod:
+		return q.r.Method, true
+	case kindJWT:
+		return q.claim(k.name)
+	}
+	return "", false
+}
+
+// key is the rule's bucket key: the value of its one limit key, or its
+// values length-prefixed so that no two combinations collide. A missing
+// value counts as "": requests lacking a key share one bucket, so leaving a
+// header out is never a way around a limit.
+func (q *request) key(keys []keySpec) string {
+	if len(keys) == 1 {
+		v, _ := q.value(keys[0])
+		return v
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		v, _ := q.value(k)
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// matcher is one entry of a rule's match.
+type matcher struct {
+	spec   keySpec
+	values []string
+}
+
+func (m *matcher) holds(q *request) bool {
+	switch m.spec.kind {
+	case kindPathPrefix:
+		for _, v := range m.values {
+			if strings.HasPrefix(q.r.URL.Path, v) {
+				return true
+			}
+		}
+		return false
+	case kindHeader:
+		for _, got := range q.r.Header.Values(m.spec.name) {
+			if m.has(got) {
+				return true
+			}
+		}
+		return false
+	case kindQuery:
+		for _, got := range q.params()[m.spec.name] {
+			if m.has(got) {
+				return true
+			}
+		}
+		return false
+	}
+	got, ok := q.value(m.spec)
+	return ok && m.has(got)
+}
+
+func (m *matcher) has(v string) bool {
+	for _, w := range m.values {
+		if v == w {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rule) matches(q *request) bool {
+	for i := range r.match {
+		if !r.match[i].holds(q) {
+			return false
+		}
+	}
+	return true
+}

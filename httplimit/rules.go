@@ -1,0 +1,331 @@
+package httplimit
+
+import (
+	"math"
+	"net/textproto"
+	"slices"
+	"strings"
+)
+
+// Rule is one rate limit in the rules vocabulary (see the package
+// documentation for the JSON form). The zero value of an optional field picks
+// its default.
+type Rule struct {
+	// Name identifies the rule: headers show it as the policy name, metrics
+	// as a label. Required; printable ASCII, at most 64 bytes, unique.
+	Name string
+	// LimitKeys partition the rule's buckets: one bucket per distinct
+	// combination of their values. Required. Kinds: "ip:address",
+	// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>".
+	LimitKeys []string
+	// Rate is the refill rate in tokens per second (tokens_per_second, or
+	// its alias rps): from 1/86400 to 1e9.
+	Rate float64
+	// Burst is the bucket capacity in tokens: at least Rate, at most 1e9, a
+	// multiple of 0.001.
+	Burst float64
+	// CostSource is "fixed" (the default), "header:<name>" or
+	// "query:<name>".
+	CostSource string
+	// FixedCost is the cost with CostSource "fixed"; 0 means 1.
+	FixedCost float64
+	// DefaultCost is the cost when the cost header or query parameter is
+	// absent, repeated, or not a finite non-negative decimal; 0 means 1.
+	DefaultCost float64
+	// Match restricts the rule to requests whose every entry holds: the key
+	// ("jwt:<claim>", "header:<name>", "query:<name>", "method", "path",
+	// "path_prefix") has one of the listed values. Empty: every request.
+	Match map[string][]string
+	// Mode is "enforce" (the default) or "shadow": a shadow rule takes
+	// tokens and reports headers and metrics, but never denies.
+	Mode string
+	// FailMode is what a store error does to a request this rule applies
+	// to: "open" (the default) admits it, "closed" answers 503.
+	FailMode string
+
+	// rateField is the JSON spelling the rate came with, for messages.
+	rateField string
+}
+
+const maxNameLen = 64
+
+const (
+	modeEnforce = "enforce"
+	modeShadow  = "shadow"
+	failOpen    = "open"
+	failClosed  = "closed"
+)
+
+// keyKind is the kind of a limit key or of a match entry.
+type keyKind int
+
+const (
+	kindIP keyKind = iota
+	kindHeader
+	kindQuery
+	kindPath
+	kindMethod
+	kindJWT
+	kindPathPrefix // match only
+)
+
+// keySpec is one parsed limit key or match key.
+type keySpec struct {
+	kind keyKind
+	name string // header (canonical), query parameter or claim name
+}
+
+// parseKey parses a limit key (match false) or a match key (match true) and
+// returns a problem description when it is invalid.
+func parseKey(s string, match bool) (keySpec, string) {
+	kind, name, hasName := strings.Cut(s, ":")
+	switch {
+	case !match && s == "ip:address":
+		return keySpec{kind: kindIP}, ""
+	case s == "path":
+		return keySpec{kind: kindPath}, ""
+	case s == "method":
+		return keySpec{kind: kindMethod}, ""
+	case match && s == "path_prefix":
+		return keySpec{kind: kindPathPrefix}, ""
+	case hasName && kind == "header":
+		if !isToken(name) {
+			return keySpec{}, "header name must be a non-empty HTTP token (letters, digits and !#$%&'*+-.^_`|~), got " + quote(name)
+		}
+		return keySpec{kind: kindHeader, name: textproto.CanonicalMIMEHeaderKey(name)}, ""
+	case hasName && kind == "query":
+		if name == "" {
+			return keySpec{}, "query parameter name must not be empty"
+		}
+		return keySpec{kind: kindQuery, name: name}, ""
+	case hasName && kind == "jwt":
+		if name == "" {
+			return keySpec{}, "JWT claim name must not be empty"
+		}
+		return keySpec{kind: kindJWT, name: name}, ""
+	}
+	if match {
+		return keySpec{}, "unknown match key " + quote(s) + `; allowed: "jwt:<claim>", "header:<name>", "query:<name>", "method", "path", "path_prefix"`
+	}
+	return keySpec{}, "unknown limit key " + quote(s) + `; allowed: "ip:address", "header:<name>", "query:<name>", "path", "method", "jwt:<claim>"`
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+// Engine domain (engine.Config), repeated here so that messages name the
+// rules' fields rather than the engine's.
+const (
+	minRate     = 1.0 / 86400
+	maxRate     = 1e9
+	minBurst    = 1
+	maxBurst    = 1e9
+	maxFillSecs = 366 * 86400
+)
+
+// validate checks rules and reports every problem; it also fills defaults in
+// place, so rules must be the caller's own copy.
+func validate(rules []Rule, p *problems) {
+	if len(rules) == 0 {
+		p.add("", -1, "rules", "at least one rule is required")
+		return
+	}
+	names := map[string]int{}
+	for i := range rules {
+		validateRule(&rules[i], i, p)
+		r := &rules[i]
+		if r.Name == "" {
+			continue
+		}
+		if j, dup := names[r.Name]; dup {
+			p.add(r.Name, i, "name", "duplicate name: rules[%d] has it too", j)
+			continue
+		}
+		names[r.Name] = i
+	}
+	validateGroups(rules, p)
+}
+
+func validateRule(r *Rule, i int, p *problems) {
+	bad := func(field, format string, args ...any) { p.add(r.Name, i, field, format, args...) }
+	switch {
+	case r.Name == "":
+		bad("name", "required: a non-empty string")
+	case len(r.Name) > maxNameLen:
+		bad("name", "must be at most %d bytes, got %d", maxNameLen, len(r.Name))
+	case strings.IndexFunc(r.Name, func(c rune) bool { return c < 0x20 || c > 0x7e }) >= 0:
+		bad("name", "must be printable ASCII (it becomes a header value)")
+	}
+	if len(r.LimitKeys) == 0 {
+		bad("limit_keys", "required: a non-empty list such as [\"ip:address\"]")
+	}
+	seen := map[keySpec]bool{}
+	for j, k := range r.LimitKeys {
+		spec, msg := parseKey(k, false)
+		field := "limit_keys[" + itoa(j) + "]"
+		if msg != "" {
+			bad(field, "%s", msg)
+		} else if seen[spec] {
+			bad(field, "duplicate limit key %s", quote(k))
+		}
+		seen[spec] = true
+	}
+	rf := r.rateField
+	if rf == "" {
+		rf = "tokens_per_second"
+	}
+	rf = "algorithm_config." + rf
+	rateOK := isFinite(r.Rate) && r.Rate >= minRate && r.Rate <= maxRate
+	if !rateOK {
+		bad(rf, "must be between 1/86400 (one token a day) and 1e9 tokens per second, got %v", r.Rate)
+	}
+	switch b := r.Burst; {
+	case !isFinite(b) || b < minBurst || b > maxBurst:
+		bad("algorithm_config.burst", "must be between 1 and 1e9 tokens, got %v", b)
+	case math.Round(b*1000)/1000 != b:
+		bad("algorithm_config.burst", "must be a multiple of 0.001 tokens, got %v", b)
+	case rateOK && b < r.Rate:
+		bad("algorithm_config.burst", "must be at least the rate (%v), got %v", r.Rate, b)
+	case rateOK && b/r.Rate > maxFillSecs:
+		bad("algorithm_config.burst", "burst/rate, the time to refill an empty bucket, must be at most 366 days, got %.6g s", b/r.Rate)
+	}
+	switch cs := r.CostSource; {
+	case cs == "" || cs == "fixed":
+		r.CostSource = "fixed"
+	case strings.HasPrefix(cs, "header:"):
+		if name := cs[len("header:"):]; !isToken(name) {
+			bad("algorithm_config.cost_source", "header name must be a non-empty HTTP token, got %s", quote(name))
+		}
+	case strings.HasPrefix(cs, "query:"):
+		if cs == "query:" {
+			bad("algorithm_config.cost_source", "query parameter name must not be empty")
+		}
+	default:
+		bad("algorithm_config.cost_source", `must be "fixed", "header:<name>" or "query:<name>", got %s`, quote(cs))
+	}
+	for _, c := range []struct {
+		field string
+		v     *float64
+	}{{"algorithm_config.fixed_cost", &r.FixedCost}, {"algorithm_config.default_cost", &r.DefaultCost}} {
+		if *c.v == 0 {
+			*c.v = 1
+		}
+		switch v := *c.v; {
+		case !isFinite(v) || v <= 0:
+			bad(c.field, "must be a positive number, got %v", v)
+		case isFinite(r.Burst) && v > r.Burst && r.Burst >= minBurst:
+			bad(c.field, "must be at most the burst (%v), or no request could ever pass; got %v", r.Burst, v)
+		}
+	}
+	for _, k := range sortedKeys(r.Match) {
+		field := "match." + k
+		spec, msg := parseKey(k, true)
+		if msg != "" {
+			bad("match", "%s", msg)
+			continue
+		}
+		vals := r.Match[k]
+		if len(vals) == 0 {
+			bad(field, "must list at least one value")
+		}
+		if spec.kind == kindPath || spec.kind == kindPathPrefix {
+			for _, v := range vals {
+				if !strings.HasPrefix(v, "/") {
+					bad(field, "must start with \"/\", got %s", quote(v))
+				}
+			}
+		}
+	}
+	switch r.Mode {
+	case "":
+		r.Mode = modeEnforce
+	case modeEnforce, modeShadow:
+	default:
+		bad("mode", `must be "enforce" or "shadow", got %s`, quote(r.Mode))
+	}
+	switch r.FailMode {
+	case "":
+		r.FailMode = failOpen
+	case failOpen, failClosed:
+	default:
+		bad("fail_mode", `must be "open" or "closed", got %s`, quote(r.FailMode))
+	}
+}
+
+// validateGroups reports rules that can never apply: among rules with the
+// same limit keys the first whose match holds applies, so a rule after one
+// without match, or after one with an identical match, is dead.
+func validateGroups(rules []Rule, p *problems) {
+	type prev struct {
+		name  string
+		index int
+		match string
+	}
+	byGroup := map[string][]prev{}
+	for i, r := range rules {
+		g := groupOf(r.LimitKeys)
+		m := canonicalMatch(r.Match)
+		for _, q := range byGroup[g] {
+			if q.match == "" || q.match == m {
+				why := "has no match"
+				if q.match != "" {
+					why = "has the same match"
+				}
+				p.add(r.Name, i, "match", "the rule can never apply: rule %q (rules[%d]) has the same limit_keys, comes first and %s", q.name, q.index, why)
+				break
+			}
+		}
+		byGroup[g] = append(byGroup[g], prev{r.Name, i, m})
+	}
+}
+
+// groupOf is the identity of a rule's limit keys: the set, in any order.
+func groupOf(keys []string) string {
+	specs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		spec, msg := parseKey(k, false)
+		if msg != "" {
+			specs = append(specs, "?"+k)
+			continue
+		}
+		specs = append(specs, itoa(int(spec.kind))+":"+spec.name)
+	}
+	slices.Sort(specs)
+	return strings.Join(specs, "\x00")
+}
+
+func canonicalMatch(m map[string][]string) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		spec, _ := parseKey(k, true)
+		vals := slices.Clone(m[k])
+		slices.Sort(vals)
+		b.WriteString(itoa(int(spec.kind)) + ":" + spec.name + "=" + strings.Join(vals, "\x01") + "\x00")
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

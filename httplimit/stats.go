@@ -1,0 +1,47 @@
+package httplimit
+
+import "sync/atomic"
+
+// ruleCounters count one rule's decisions; they belong to the rule's name and
+// survive reloads.
+type ruleCounters struct {
+	allowed, denied, shadowDenied, failedOpen, failedClosed atomic.Uint64
+}
+
+// RuleStats is a snapshot of one rule's counters.
+type RuleStats struct {
+	Name string
+	// Mode is "enforce" or "shadow".
+	Mode string
+	// Allowed counts requests the rule passed (a shadow rule: would have).
+	Allowed uint64
+	// Denied counts requests the rule denied.
+	Denied uint64
+	// ShadowDenied counts requests a shadow rule would have denied.
+	ShadowDenied uint64
+	// FailedOpen and FailedClosed count requests the store could not decide,
+	// admitted (fail_mode open) or answered 503.
+	FailedOpen, FailedClosed uint64
+	// Live and Evicted are the store's bucket counts for the rule, when
+	// HasBuckets (the store implements BucketStatser).
+	Live       int
+	Evicted    uint64
+	HasBuckets bool
+}
+
+// Stats returns the counters of the rules in force, in rule order.
+func (l *Limiter) Stats() []RuleStats {
+	set := l.set.Load()
+	bs, _ := l.opts.store.(BucketStatser)
+	out := make([]RuleStats, len(set.rules))
+	for i, r := range set.rules {
+		c := r.counters
+		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), Denied: c.denied.Load(),
+			ShadowDenied: c.shadowDenied.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
+		if bs != nil {
+			s.Live, s.Evicted, s.HasBuckets = bs.BucketStats(r.handle)
+		}
+		out[i] = s
+	}
+	return out
+}
