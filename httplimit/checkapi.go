@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // maxCheckBytes bounds a check request's body.
@@ -70,7 +71,9 @@ func (l *Limiter) CheckHandler() http.Handler {
 		res.WriteHeaders(h)
 		out := CheckResponse{Result: res, Headers: map[string]string{}}
 		for k := range h {
-			out.Headers[k] = h.Get(k)
+			// http.Header canonicalises RateLimit to Ratelimit; show the
+			// fields as their specifications spell them.
+			out.Headers[strings.Replace(k, "Ratelimit", "RateLimit", 1)] = h.Get(k)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

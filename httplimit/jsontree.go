@@ -76,10 +76,7 @@ func readValue(d *json.Decoder, path string, depth int, dup func(path, key strin
 	}
 	tok, err := d.Token()
 	if err != nil {
-		if err == io.EOF {
-			return nil, errors.New("document is empty or truncated")
-		}
-		return nil, fmt.Errorf("invalid JSON: %v", err)
+		return nil, tokenErr(err)
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -100,15 +97,17 @@ func readValue(d *json.Decoder, path string, depth int, dup func(path, key strin
 				}
 				v.items = append(v.items, item)
 			}
-			_, err := d.Token() // ']'
-			return v, err
+			if _, err := d.Token(); err != nil { // ']'
+				return nil, tokenErr(err)
+			}
+			return v, nil
 		}
 		v := &jvalue{kind: jObject}
 		seen := map[string]bool{}
 		for d.More() {
 			kt, err := d.Token()
 			if err != nil {
-				return nil, fmt.Errorf("invalid JSON: %v", err)
+				return nil, tokenErr(err)
 			}
 			key := kt.(string)
 			item, err := readValue(d, join(path, key), depth+1, dup)
@@ -122,10 +121,19 @@ func readValue(d *json.Decoder, path string, depth int, dup func(path, key strin
 			seen[key] = true
 			v.members = append(v.members, jmember{key, item})
 		}
-		_, err := d.Token() // '}'
-		return v, err
+		if _, err := d.Token(); err != nil { // '}'
+			return nil, tokenErr(err)
+		}
+		return v, nil
 	}
 	return nil, fmt.Errorf("invalid JSON token %v", tok)
+}
+
+func tokenErr(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return errors.New("document is empty or truncated")
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
 }
 
 func join(path, key string) string {

@@ -141,9 +141,9 @@ type Limiter struct {
 	// set is the rule set in force; replaced whole by Reload.
 	set atomic.Pointer[ruleSet]
 
-	mu       sync.Mutex                 // serialises Reload and Close
+	mu       sync.Mutex               // serialises Reload and Close
 	counters map[string]*ruleCounters // by rule name, kept across reloads; guarded by mu
-	closed   bool                       // guarded by mu
+	closed   bool                     // guarded by mu
 }
 
 // ruleSet is a compiled, immutable rule set.
@@ -161,7 +161,7 @@ type rule struct {
 	match    []matcher
 	cost     costSource
 	shadow   bool
-	closed   bool // fail_mode closed
+	closed   bool   // fail_mode closed
 	policy   string // the RateLimit-Policy item, precomputed
 	quoted   string // the name as a structured-field string
 	counters *ruleCounters

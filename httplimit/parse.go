@@ -48,7 +48,7 @@ func ParseRules(data []byte) ([]Rule, error) {
 	var semantic problems
 	validate(rules, &semantic)
 	for _, e := range semantic.list {
-		if !reported[[2]string{itoa(e.Index), e.Field}] {
+		if !reported[[2]string{itoa(e.Index), e.Field}] && !reported[[2]string{itoa(e.Index), "*"}] {
 			p.list = append(p.list, e)
 		}
 	}
@@ -74,6 +74,7 @@ func (d *ruleDecoder) bad(field, format string, args ...any) {
 func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 	if v.kind != jObject {
 		d.bad("", "a rule must be an object, got %v", v.kind)
+		d.reported[[2]string{itoa(d.index), "*"}] = true
 		return
 	}
 	if n := member(v, "name"); n != nil && n.kind == jString {

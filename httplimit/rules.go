@@ -277,6 +277,9 @@ func validateGroups(rules []Rule, p *problems) {
 	}
 	byGroup := map[string][]prev{}
 	for i, r := range rules {
+		if !validKeys(r.LimitKeys) {
+			continue // reported already; its group is unknown
+		}
 		g := groupOf(r.LimitKeys)
 		m := canonicalMatch(r.Match)
 		for _, q := range byGroup[g] {
@@ -291,6 +294,15 @@ func validateGroups(rules []Rule, p *problems) {
 		}
 		byGroup[g] = append(byGroup[g], prev{r.Name, i, m})
 	}
+}
+
+func validKeys(keys []string) bool {
+	for _, k := range keys {
+		if _, msg := parseKey(k, false); msg != "" {
+			return false
+		}
+	}
+	return len(keys) > 0
 }
 
 // groupOf is the identity of a rule's limit keys: the set, in any order.

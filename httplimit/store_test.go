@@ -1,0 +1,153 @@
+package httplimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/httplimit"
+)
+
+// brokenStore wraps a MemoryStore and fails TakeAll while down is set.
+type brokenStore struct {
+	*httplimit.MemoryStore
+	down atomic.Bool
+}
+
+func (s *brokenStore) TakeAll(ctx context.Context, now time.Time, takes []httplimit.Take, out []engine.Decision) (int, error) {
+	if s.down.Load() {
+		return 0, errors.New("store unreachable")
+	}
+	return s.MemoryStore.TakeAll(ctx, now, takes, out)
+}
+
+func TestFailOpenAndClosed(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"open","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"closed","limit_keys":["path"],"match":{"path_prefix":"/pay/"},"fail_mode":"closed","algorithm_config":{"rps":1,"burst":1}}]}`
+	store := &brokenStore{MemoryStore: httplimit.NewMemoryStore(httplimit.MemoryOptions{})}
+	var errs atomic.Int64
+	l, _ := newLimiter(t, doc, httplimit.Options{Store: store, OnStoreError: func(error) { errs.Add(1) }})
+	store.down.Store(true)
+	w := serve(l, req("192.0.2.1:1", "/home"))
+	checkHeaders(t, "open", w, map[string]string{"RateLimit-Policy": `"open";q=1;w=1`, "RateLimit": "", httplimit.ReasonHeader: ""})
+	if w.Code != 200 {
+		t.Errorf("fail-open rule with the store down: %d, want 200", w.Code)
+	}
+	w = serve(l, req("192.0.2.1:1", "/pay/x"))
+	if w.Code != 503 {
+		t.Errorf("fail-closed rule with the store down: %d, want 503", w.Code)
+	}
+	checkHeaders(t, "closed", w, map[string]string{"Retry-After": "1", httplimit.ReasonHeader: "store_unavailable", "Content-Type": "application/problem+json"})
+	st := l.Stats()
+	if st[0].FailedOpen != 1 || st[0].FailedClosed != 1 || st[1].FailedClosed != 1 || errs.Load() != 2 {
+		t.Errorf("stats %+v, store errors %d", st, errs.Load())
+	}
+	store.down.Store(false)
+	if w := serve(l, req("192.0.2.1:1", "/pay/x")); w.Code != 200 {
+		t.Errorf("store back: %d, want 200", w.Code)
+	}
+	// The Limiter does not own a store it was given.
+	l.Close()
+	store.Close()
+}
+
+func TestMemoryStoreBindsByID(t *testing.T) {
+	s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: 10})
+	defer s.Close()
+	lim := httplimit.Limit{ID: "r#1", Name: "r", Rate: 1, Burst: 2}
+	a, _ := s.Bind(lim)
+	b, _ := s.Bind(lim)
+	out := make([]engine.Decision, 1)
+	now := time.Unix(0, 0)
+	s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: a, Key: "k", N: 2}}, out)
+	if d, _ := s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: b, Key: "k", N: 1}}, out); d != 0 {
+		t.Errorf("second handle of one ID does not share buckets: %d", d)
+	}
+	s.Release(a)
+	if live, _, ok := s.BucketStats(b); !ok || live != 1 {
+		t.Errorf("after one release: live %d ok %v, want the bucket kept", live, ok)
+	}
+	s.Release(b)
+	c, _ := s.Bind(lim)
+	if d, _ := s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: c, Key: "k", N: 2}}, out); d != -1 {
+		t.Errorf("after every release the ID starts afresh: %d", d)
+	}
+	if _, err := s.Bind(httplimit.Limit{ID: "bad#2", Name: "bad", Rate: 1, Burst: 0.5}); err == nil || !strings.Contains(err.Error(), `rule "bad"`) {
+		t.Errorf("Bind of an invalid limit: %v", err)
+	}
+}
+
+// Many goroutines through the middleware: every decision is one of the
+// rule's, and the admitted count is exactly the burst on a frozen clock.
+func TestMiddlewareConcurrent(t *testing.T) {
+	doc := `{"rules":[{"name":"g","limit_keys":["method"],"algorithm_config":{"rps":1,"burst":100}},
+	 {"name":"u","limit_keys":["header:x-user"],"algorithm_config":{"rps":1,"burst":40}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	h := l.Handler(okHandler)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 50 {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req("192.0.2.1:1", "/", "X-User", fmt.Sprint("u", g%4)))
+				switch w.Code {
+				case 200:
+					ok.Add(1)
+				case 429:
+				default:
+					t.Errorf("status %d", w.Code)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 100 {
+		t.Errorf("admitted %d, want the global burst 100", ok.Load())
+	}
+	st := l.Stats()
+	if st[0].Allowed != 100 || st[1].Allowed != 100 || st[0].Denied+st[1].Denied != 300 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestCheckAPI(t *testing.T) {
+	l, _ := newLimiter(t, tiersDoc, httplimit.Options{TrustedProxies: nil})
+	h := l.CheckHandler()
+	post := func(body string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body)))
+		return w
+	}
+	w := post(`{"ip":"192.0.2.1","method":"GET","path":"/x","headers":{"x-api-key":"k1"},"cost":20}`)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"allowed":true`) ||
+		!strings.Contains(w.Body.String(), `"RateLimit":"\"free\";r=0;t=2"`) {
+		t.Errorf("check: %d %s", w.Code, w.Body.String())
+	}
+	w = post(`{"headers":{"x-api-key":"k1"}}`)
+	for _, want := range []string{`"allowed":false`, `"status":429`, `"reason":"token_bucket_exceeded"`, `"denied_by":"free"`,
+		`"retry_after":1`, `"Retry-After":"1"`, `"X-Faucet-Reason":"token_bucket_exceeded"`, `"key":"k1"`} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("denied check lacks %s: %s", want, w.Body.String())
+		}
+	}
+	for _, bad := range []string{`{"ip":"nope"}`, `{"cost":-1}`, `{"colour":1}`, `not json`, `{} {}`} {
+		if w := post(bad); w.Code != 400 || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s, want a 400 problem", bad, w.Code, w.Body.String())
+		}
+	}
+	g := httptest.NewRecorder()
+	h.ServeHTTP(g, httptest.NewRequest(http.MethodGet, "/v1/check", nil))
+	if g.Code != 405 || g.Header().Get("Allow") != "POST" {
+		t.Errorf("GET: %d", g.Code)
+	}
+}
