@@ -1,6 +1,10 @@
 // Command faucet runs faucet's tools.
 //
+//	faucet serve [--rules FILE] [--upstream URL] [--listen ADDR]
 //	faucet sim --rate 10 --burst 50 --load 60/s --duration 5s [--svg FILE]
+//
+// serve enforces rate-limit rules on HTTP requests, as a reverse proxy in
+// front of an upstream or as a JSON check API (faucet serve --help).
 //
 // sim drives one key of an engine with a steady stream of requests on a
 // virtual clock and prints, per interval, how many were admitted and denied
@@ -16,6 +20,8 @@ import (
 const usage = `usage: faucet <command> [flags]
 
 commands:
+  serve  enforce rate-limit rules on HTTP: reverse proxy or check API
+         (faucet serve --help for its flags)
   sim    simulate a client against a limit on a virtual clock
          (faucet sim --help for its flags)
 `
@@ -32,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "serve":
+		return runServe(args[1:], stdout, stderr)
 	case "sim":
 		return runSim(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/faucetgo/faucet/httplimit"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics exports the limiter's counters, read at scrape time so that
+// requests pay nothing for them.
+type metrics struct {
+	lim     *httplimit.Limiter
+	handler http.Handler
+	reloads *prometheus.CounterVec
+	lastOK  prometheus.Gauge
+
+	decisions, live, evictions *prometheus.Desc
+}
+
+func newMetrics(lim *httplimit.Limiter) *metrics {
+	m := &metrics{
+		lim: lim,
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_rules_reloads_total", Help: "Reloads of the rules file, by result (success, error).",
+		}, []string{"result"}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faucet_rules_last_reload_success_timestamp_seconds", Help: "When the rules in force were loaded.",
+		}),
+		decisions: prometheus.NewDesc("faucet_decisions_total",
+			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), failed_open and failed_closed (the store failed).",
+			[]string{"rule", "result"}, nil),
+		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
+		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),
+	}
+	m.lastOK.Set(float64(time.Now().Unix()))
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("error")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, m.reloads, m.lastOK, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *metrics) reloaded(ok bool) {
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.lastOK.Set(float64(time.Now().Unix()))
+	} else {
+		m.reloads.WithLabelValues("error").Inc()
+	}
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.decisions
+	ch <- m.live
+	ch <- m.evictions
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range m.lim.Stats() {
+		for _, c := range []struct {
+			result string
+			n      uint64
+		}{{"allowed", s.Allowed}, {"denied", s.Denied}, {"shadow_denied", s.ShadowDenied},
+			{"failed_open", s.FailedOpen}, {"failed_closed", s.FailedClosed}} {
+			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(c.n), s.Name, c.result)
+		}
+		if s.HasBuckets {
+			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)
+			ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evicted), s.Name)
+		}
+	}
+}
