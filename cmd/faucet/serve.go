@@ -214,7 +214,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {
 		u, _ := url.Parse(cfg.upstream)
-		inner = s.lim.Handler(newProxy(u, logger))
+		inner = s.lim.Handler(newProxy(u, logger, opts.TrustedProxies))
 	}
 	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -234,14 +234,25 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	return s, nil
 }
 
-// newProxy is a reverse proxy to u that tells it the client's address.
-func newProxy(u *url.URL, logger *log.Logger) *httputil.ReverseProxy {
+// newProxy is a reverse proxy to u that tells it the client's address in
+// X-Forwarded-For: appended to the incoming header when the request comes
+// from a trusted proxy, replacing it otherwise (a client's own header is
+// not passed on as if it were true).
+func newProxy(u *url.URL, logger *log.Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
+			if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
+				for _, p := range trusted {
+					if p.Contains(ap.Addr().Unmap()) {
+						pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+						break
+					}
+				}
+			}
 			pr.SetXForwarded()
 		},
 		Transport: t,

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests build the faucet binary once and run it as a separate
+// process on a loopback port, in front of a test upstream.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func faucetBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "faucet-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "faucet")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is a running faucet serve.
+type proc struct {
+	cmd   *exec.Cmd
+	addr  string
+	mu    sync.Mutex
+	lines []string
+	seen  chan string
+	done  chan error
+}
+
+var listening = regexp.MustCompile(`listening on http://(\S+) `)
+
+func startServe(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(faucetBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, seen: make(chan string, 100), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			p.seen <- sc.Text()
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("faucet serve log:\n%s", p.log())
+		}
+	})
+	m := p.waitFor(t, listening)
+	p.addr = m[1]
+	return p
+}
+
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitFor waits for a log line matching re.
+func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case line := <-p.seen:
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no log line matching %q", re)
+		}
+	}
+}
+
+func (p *proc) url(path string) string { return "http://" + p.addr + path }
+
+func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	r, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Add(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func writeRules(t *testing.T, path, doc string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const e2eRules = `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
+  "algorithm_config":{"rps":0.01,"burst":5}}]}`
+
+func TestServeProxyEndToEnd(t *testing.T) {
+	var upstreamHits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamHits.Add(1)
+		fmt.Fprintf(w, "upstream %s xff=%s", r.URL.Path, r.Header.Get("X-Forwarded-For"))
+	}))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, e2eRules)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL, "--watch", "50ms", "--headers", "draft,legacy")
+
+	resp, body := get(t, p.url("/healthz"))
+	if resp.StatusCode != 200 || body != "ok\n" || resp.Header.Get("RateLimit") != "" || upstreamHits.Load() != 0 {
+		t.Fatalf("/healthz: %d %q RateLimit=%q upstream hits %d", resp.StatusCode, body, resp.Header.Get("RateLimit"), upstreamHits.Load())
+	}
+	for i := range 5 {
+		// A spoofed X-Forwarded-For changes nothing: no proxy is trusted,
+		// so neither the limiter nor the upstream sees it.
+		resp, body := get(t, p.url("/items"), "X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i))
+		wantR := fmt.Sprintf(`"per-ip";r=%d;t=0`, 4-i)
+		if i == 4 {
+			wantR = `"per-ip";r=0;t=100`
+		}
+		if resp.StatusCode != 200 || body != "upstream /items xff=127.0.0.1" ||
+			resp.Header.Get("RateLimit") != wantR || resp.Header.Get("RateLimit-Policy") != `"per-ip";q=5;w=500` ||
+			resp.Header.Get("RateLimit-Limit") != "5" {
+			t.Fatalf("request %d: %d %q RateLimit=%q Policy=%q Limit=%q", i, resp.StatusCode, body,
+				resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit-Limit"))
+		}
+	}
+	resp, body = get(t, p.url("/items"))
+	var prob map[string]any
+	json.Unmarshal([]byte(body), &prob)
+	ra := resp.Header.Get("Retry-After")
+	if resp.StatusCode != 429 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		resp.Header.Get("X-Faucet-Reason") != "token_bucket_exceeded" || resp.Header.Get("RateLimit") != `"per-ip";r=0;t=100` ||
+		prob["status"] != 429.0 || fmt.Sprint(prob["violated-policies"]) != "[per-ip]" {
+		t.Fatalf("6th request: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	var n int
+	if _, err := fmt.Sscan(ra, &n); err != nil || n < 100 || n > 150 {
+		t.Errorf("Retry-After %q, want 100 s plus at most 50 %%", ra)
+	}
+	if upstreamHits.Load() != 5 {
+		t.Errorf("upstream saw %d requests, want the 5 allowed", upstreamHits.Load())
+	}
+	_, metrics := get(t, p.url("/metrics"))
+	for _, want := range []string{`faucet_decisions_total{result="allowed",rule="per-ip"} 5`,
+		`faucet_decisions_total{result="denied",rule="per-ip"} 1`, `faucet_live_keys{rule="per-ip"} 1`, `go_goroutines`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// A file change reloads; the unchanged rule keeps its drained bucket.
+	writeRules(t, rules, strings.Replace(e2eRules, `}]}`, `},
+	  {"name":"per-path","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100}}]}`, 1))
+	p.waitFor(t, regexp.MustCompile(`reloaded 2 rules`))
+	resp, _ = get(t, p.url("/items"))
+	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"per-ip";r=0;t=100, "per-path";r=100;t=0` {
+		t.Errorf("after reload: %d RateLimit=%q, want the kept, drained per-ip bucket", resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	// A bad file is reported and the rules in force stay.
+	writeRules(t, rules, `{"rules":[{"name":"x","limit_keys":["ip:address"],"algorithm_config":{"rps":10,"burst":1}}]}`)
+	p.waitFor(t, regexp.MustCompile(`reload of .* failed, keeping the rules in force`))
+	p.waitFor(t, regexp.MustCompile(`burst: must be at least the rate`))
+	resp, _ = get(t, p.url("/items"))
+	if !strings.Contains(resp.Header.Get("RateLimit"), "per-path") {
+		t.Errorf("after a bad reload: RateLimit=%q, want the previous rules", resp.Header.Get("RateLimit"))
+	}
+	// SIGHUP reloads too.
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.waitFor(t, regexp.MustCompile(`reload of .* failed`))
+	writeRules(t, rules, e2eRules)
+	p.waitFor(t, regexp.MustCompile(`reloaded 1 rules`))
+	_, metrics = get(t, p.url("/metrics"))
+	if !strings.Contains(metrics, `faucet_rules_reloads_total{result="error"} 2`) || !strings.Contains(metrics, `faucet_rules_reloads_total{result="success"} 2`) {
+		t.Errorf("reload metrics:\n%s", grepLines(metrics, "reloads"))
+	}
+
+	// Graceful shutdown: a request in flight completes, then exit 0.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		io.WriteString(w, "slow")
+	}))
+	defer slow.Close()
+	q := startServe(t, "--upstream", slow.URL)
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(q.url("/"))
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- string(b)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	q.cmd.Process.Signal(syscall.SIGTERM)
+	if got := <-result; got != "slow" {
+		t.Errorf("request in flight at SIGTERM got %q, want it completed", got)
+	}
+	select {
+	case err := <-q.done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want status 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no exit 10 s after SIGTERM")
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Without --upstream: the check API, and the built-in rule (5 rps, burst 10).
+func TestServeCheckAPIEndToEnd(t *testing.T) {
+	p := startServe(t)
+	post := func(body string) (int, map[string]any) {
+		resp, err := http.Post(p.url("/v1/check"), "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	for i := range 10 {
+		if code, out := post(`{"ip":"198.51.100.1","path":"/x"}`); code != 200 || out["allowed"] != true {
+			t.Fatalf("check %d: %d %v", i, code, out)
+		}
+	}
+	code, out := post(`{"ip":"198.51.100.1","path":"/x"}`)
+	h, _ := out["headers"].(map[string]any)
+	if code != 200 || out["allowed"] != false || out["status"] != 429.0 || h["RateLimit-Policy"] != `"per-ip";q=10;w=2` ||
+		h["RateLimit"] != `"per-ip";r=0;t=1` || h["Retry-After"] != "1" {
+		t.Errorf("11th check: %d %v", code, out)
+	}
+	if code, _ := post(`{"ip":"not an ip"}`); code != 400 {
+		t.Errorf("bad check: %d, want 400", code)
+	}
+	if resp, _ := get(t, p.url("/elsewhere")); resp.StatusCode != 404 {
+		t.Errorf("GET /elsewhere without upstream: %d, want 404", resp.StatusCode)
+	}
+}
+
+// A bad rules file: exit status 2 and every problem listed; --validate
+// checks without serving.
+func TestServeBadRulesExit2(t *testing.T) {
+	bin := faucetBinary(t)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"rules":[
+	  {"name":"a","limit_keys":["ip:adress"],"algorithm_config":{"rps":10,"burst":5}},
+	  {"name":"a","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":1,"cost":2}}]}`), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "serve", "--rules", bad, "--listen", "127.0.0.1:0").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2; output:\n%s", err, out)
+	}
+	for _, want := range []string{`unknown limit key "ip:adress"`, `burst: must be at least the rate (10), got 5`,
+		`algorithm_config.cost: unknown field`, `name: duplicate name: rules[0] has it too`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.CommandContext(ctx, bin, "serve", "--rules", filepath.Join(dir, "missing.json"), "--upstream", "ftp://x", "--headers", "ietf").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "missing.json") ||
+		!strings.Contains(string(out), "--upstream") || !strings.Contains(string(out), "--headers") {
+		t.Errorf("bad flags: %v\n%s", err, out)
+	}
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(e2eRules), 0o644)
+	out, err = exec.CommandContext(ctx, bin, "serve", "--rules", good, "--validate").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1 rules, valid") {
+		t.Errorf("--validate: %v %s", err, out)
+	}
+}
