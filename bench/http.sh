@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Load test of faucet serve on loopback: requests/s and latency percentiles
+# straight to an upstream, through a plain reverse proxy, and through faucet
+# serve (a per-IP rule that never binds, and the built-in 5 rps rule that
+# denies almost everything), every process separate. Writes Go benchmark
+# lines to the file given (default results/<date>-<commit>-http.txt).
+# Takes about 5 minutes.
+set -euo pipefail
+cd "$(dirname "$0")"
+commit=$(git rev-parse --short HEAD)
+out=${1:-results/$(date -u +%Y-%m-%d)-$commit-http.txt}
+runs=${RUNS:-5}
+rate=${RATE:-2000}
+conns=${CONNS:-16}
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+go build -o "$tmp/httpload" ./httpload
+(cd ../cmd && go build -o "$tmp/faucet" ./faucet)
+cat > "$tmp/allow.json" <<'JSON'
+{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
+  "algorithm_config":{"rps":1000000,"burst":1000000}}]}
+JSON
+
+up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484
+"$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!)
+"$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!)
+"$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 2> /dev/null & pids+=($!)
+"$tmp/faucet" serve --listen $fd --upstream http://$up 2> /dev/null & pids+=($!)
+for a in $up $px $fa $fd; do
+	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
+done
+
+{
+	echo "goos: $(go env GOOS)"
+	echo "goarch: $(go env GOARCH)"
+	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved"
+} > "$out"
+for _ in $(seq "$runs"); do
+	for t in "bare $up" "proxy $px" "faucet $fa" "faucet-deny $fd"; do
+		set -- $t
+		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=rate$rate" --rate "$rate" | tee -a "$out"
+		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" | tee -a "$out"
+	done
+done
+echo "wrote $out"
