@@ -168,6 +168,11 @@ func render(prefix string) ([]byte, error) {
 	if err := page.Execute(&buf, d); err != nil {
 		return nil, err
 	}
+	http, err := httpSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(http)
 	return buf.Bytes(), nil
 }
 

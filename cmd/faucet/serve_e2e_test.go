@@ -336,3 +336,11 @@ func TestServeBadRulesExit2(t *testing.T) {
 		t.Errorf("--validate: %v %s", err, out)
 	}
 }
+
+// The example rules file of the README is valid, and means what it says.
+func TestExampleRules(t *testing.T) {
+	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")
+	if code != 0 || out != "rules.example.json: 4 rules, valid\n" {
+		t.Errorf("exit %d: %q %q", code, out, errs)
+	}
+}
