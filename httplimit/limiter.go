@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,6 +301,14 @@ func (r *rule) compileParts() {
 		spec, _ := parseKey(k, false)
 		r.keys = append(r.keys, spec)
 	}
+	// In a canonical order, so that a reload that only reorders limit_keys
+	// (same Limit.ID) keeps composing the same bucket keys.
+	slices.SortFunc(r.keys, func(a, b keySpec) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	for _, k := range sortedKeys(r.Match) {
 		spec, _ := parseKey(k, true)
 		r.match = append(r.match, matcher{spec: spec, values: r.Match[k]})

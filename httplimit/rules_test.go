@@ -280,3 +280,22 @@ func TestNewValidatesGoRules(t *testing.T) {
 		t.Errorf("New: %v", err)
 	}
 }
+
+// Limit keys are a set: reordering them on reload keeps the buckets, and
+// composite keys never collide across values.
+func TestCompositeKeysReorderedOnReload(t *testing.T) {
+	doc := `{"rules":[{"name":"pair","limit_keys":["header:x-a","ip:address"],"algorithm_config":{"rps":1,"burst":2}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	serve(l, req("192.0.2.1:1", "/", "X-A", "1"))
+	serve(l, req("192.0.2.1:1", "/", "X-A", "1"))
+	rules, _ := httplimit.ParseRules([]byte(strings.Replace(doc, `"header:x-a","ip:address"`, `"ip:address","header:X-A"`, 1)))
+	if err := l.Reload(rules); err != nil {
+		t.Fatal(err)
+	}
+	if w := serve(l, req("192.0.2.1:1", "/", "X-A", "1")); w.Code != 429 {
+		t.Errorf("after reordering limit_keys: %d, want the drained bucket (429)", w.Code)
+	}
+	if w := serve(l, req("192.0.2.1:1", "/", "X-A", "12")); w.Code != 200 {
+		t.Errorf("another header value: %d, want its own bucket", w.Code)
+	}
+}

@@ -190,7 +190,8 @@ type server struct {
 	handler    http.Handler
 
 	reloadMu sync.Mutex // serialises reloads
-	fileSum  [32]byte   // of the rules file last loaded; guarded by reloadMu
+	fileSum  [32]byte   // of the rules file last read; guarded by reloadMu
+	readErr  string     // the last error reading it, reported once; guarded by reloadMu
 }
 
 func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule, logger *log.Logger) (*server, error) {
@@ -333,9 +334,15 @@ func (s *server) reload(forced bool) {
 	}
 	data, err := os.ReadFile(s.cfg.rules)
 	if err != nil {
-		s.reloadFailed(err)
+		// A file being replaced may be missing for a moment, and a missing
+		// file stays missing: report each new error once, not every tick.
+		if forced || err.Error() != s.readErr {
+			s.readErr = err.Error()
+			s.reloadFailed(err)
+		}
 		return
 	}
+	s.readErr = ""
 	sum := sha256.Sum256(data)
 	if !forced && sum == s.fileSum {
 		return
