@@ -41,7 +41,8 @@ func AllowAll(takes []Take, out []Decision) int {
 // is the one reported, whatever its position. Otherwise takes are made in
 // order, and the first denial gives back the takes before it, in reverse
 // order. Every take counts once in its engine's Stats: as allowed if the call
-// was allowed, as denied otherwise.
+// was allowed, as denied otherwise (except a new key that MaxKeys let in
+// without a bucket, which counts as allowed, as it does for AllowAt).
 //
 // # Guarantee under concurrency
 //

@@ -250,19 +250,18 @@ func validateRule(r *Rule, i int, p *problems) {
 			}
 		}
 	}
-	switch r.Mode {
+	oneOf(&r.Mode, "mode", modeEnforce, modeShadow, bad)
+	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
+}
+
+// oneOf checks an enumerated field with two values, the first the default.
+func oneOf(v *string, field, def, other string, bad func(field, format string, args ...any)) {
+	switch *v {
 	case "":
-		r.Mode = modeEnforce
-	case modeEnforce, modeShadow:
+		*v = def
+	case def, other:
 	default:
-		bad("mode", `must be "enforce" or "shadow", got %s`, quote(r.Mode))
-	}
-	switch r.FailMode {
-	case "":
-		r.FailMode = failOpen
-	case failOpen, failClosed:
-	default:
-		bad("fail_mode", `must be "open" or "closed", got %s`, quote(r.FailMode))
+		bad(field, "must be %s or %s, got %s", quote(def), quote(other), quote(*v))
 	}
 }
 
