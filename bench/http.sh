@@ -2,14 +2,15 @@
 # Load test of faucet serve on loopback: requests/s and latency percentiles
 # straight to an upstream, through a plain reverse proxy, and through faucet
 # serve (a per-IP rule that never binds, and the built-in 5 rps rule that
-# denies almost everything), every process separate. Writes Go benchmark
-# lines to the file given (default results/<date>-<commit>-http.txt).
-# Takes about 5 minutes.
+# denies almost everything), every process separate, with the CPU time the
+# front process spends per request. Writes Go benchmark lines to the file
+# given (default results/<date>-<commit>-http.txt). Takes about 7 minutes
+# (RUNS=8 rounds).
 set -euo pipefail
 cd "$(dirname "$0")"
 commit=$(git rev-parse --short HEAD)
 out=${1:-results/$(date -u +%Y-%m-%d)-$commit-http.txt}
-runs=${RUNS:-5}
+runs=${RUNS:-8}
 rate=${RATE:-2000}
 conns=${CONNS:-16}
 tmp=$(mktemp -d)
@@ -25,10 +26,10 @@ cat > "$tmp/allow.json" <<'JSON'
 JSON
 
 up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484
-"$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!)
-"$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!)
-"$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 2> /dev/null & pids+=($!)
-"$tmp/faucet" serve --listen $fd --upstream http://$up 2> /dev/null & pids+=($!)
+"$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
+"$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
+"$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 2> /dev/null & pids+=($!); pid_faucet=$!
+"$tmp/faucet" serve --listen $fd --upstream http://$up 2> /dev/null & pids+=($!); pid_deny=$!
 for a in $up $px $fa $fd; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done
@@ -37,13 +38,13 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved; server-cpu = CPU of the process loaded (upstream, proxy or faucet)"
 } > "$out"
 for _ in $(seq "$runs"); do
-	for t in "bare $up" "proxy $px" "faucet $fa" "faucet-deny $fd"; do
+	for t in "bare $up $pid_bare" "proxy $px $pid_proxy" "faucet $fa $pid_faucet" "faucet-deny $fd $pid_deny"; do
 		set -- $t
-		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=rate$rate" --rate "$rate" | tee -a "$out"
-		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" | tee -a "$out"
+		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=rate$rate" --rate "$rate" --pid "$3" | tee -a "$out"
+		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" --pid "$3" | tee -a "$out"
 	done
 done
 echo "wrote $out"

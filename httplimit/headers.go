@@ -5,8 +5,8 @@ import (
 	"hash/fnv"
 	"math"
 	"net/http"
+	"net/textproto"
 	"strconv"
-	"strings"
 )
 
 // retryAfter is the Retry-After of a 429: the longest wait any enforced rule
@@ -57,6 +57,19 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
+// Header names in http.Header's canonical form, assigned directly so that
+// writing them does not canonicalise (and allocate) on every request.
+var (
+	hdrPolicy     = textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
+	hdrState      = textproto.CanonicalMIMEHeaderKey("RateLimit")
+	hdrRetryAfter = textproto.CanonicalMIMEHeaderKey("Retry-After")
+	hdrReason     = textproto.CanonicalMIMEHeaderKey(ReasonHeader)
+	hdrLegacy     = [2][3]string{
+		{textproto.CanonicalMIMEHeaderKey("RateLimit-Limit"), textproto.CanonicalMIMEHeaderKey("RateLimit-Remaining"), textproto.CanonicalMIMEHeaderKey("RateLimit-Reset")},
+		{textproto.CanonicalMIMEHeaderKey("X-RateLimit-Limit"), textproto.CanonicalMIMEHeaderKey("X-RateLimit-Remaining"), textproto.CanonicalMIMEHeaderKey("X-RateLimit-Reset")},
+	}
+)
+
 // WriteHeaders sets the rate-limit header fields of the result on h:
 // RateLimit-Policy and RateLimit (draft-10) and, as configured, the legacy
 // fields; on a denial also Retry-After and the reason header.
@@ -66,52 +79,63 @@ func (res *Result) WriteHeaders(h http.Header) {
 		if set&HeadersDraft != 0 {
 			res.writeDraft(h)
 		}
-		if set&(HeadersLegacy|HeadersX) != 0 {
-			p := res.constrained()
-			for _, prefix := range []string{"", "X-"} {
-				if prefix == "" && set&HeadersLegacy == 0 || prefix == "X-" && set&HeadersX == 0 || p == nil {
+		if p := res.constrained(); p != nil {
+			for i, bit := range []HeaderSet{HeadersLegacy, HeadersX} {
+				if set&bit == 0 {
 					continue
 				}
-				h.Set(prefix+"RateLimit-Limit", strconv.FormatInt(p.Quota, 10))
-				h.Set(prefix+"RateLimit-Remaining", strconv.FormatInt(int64(math.Floor(p.Remaining)), 10))
-				h.Set(prefix+"RateLimit-Reset", strconv.FormatInt(p.Full, 10))
+				names := &hdrLegacy[i]
+				h[names[0]] = []string{strconv.FormatInt(p.Quota, 10)}
+				h[names[1]] = []string{strconv.FormatInt(int64(math.Floor(p.Remaining)), 10)}
+				h[names[2]] = []string{strconv.FormatInt(p.Full, 10)}
 			}
 		}
 	}
 	if res.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(res.RetryAfter, 10))
+		h[hdrRetryAfter] = []string{strconv.FormatInt(res.RetryAfter, 10)}
 	}
 	if res.Reason != "" {
-		h.Set(ReasonHeader, res.Reason)
+		h[hdrReason] = []string{res.Reason}
 	}
 }
 
 func (res *Result) writeDraft(h http.Header) {
-	var policy, state strings.Builder
+	var buf [256]byte
+	var state []byte
+	if len(res.Policies) == 1 {
+		h[hdrPolicy] = []string{res.Policies[0].rule.policy} // precomputed
+	} else {
+		b := buf[:0]
+		for i := range res.Policies {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, res.Policies[i].rule.policy...)
+		}
+		h[hdrPolicy] = []string{string(b)}
+		state = b[len(b):] // the rest of buf
+	}
+	if state == nil {
+		state = buf[:0]
+	}
 	for i := range res.Policies {
 		p := &res.Policies[i]
-		ru := p.rule
-		if policy.Len() > 0 {
-			policy.WriteString(", ")
-		}
-		policy.WriteString(ru.policy)
 		if p.Unknown {
 			continue
 		}
-		if state.Len() > 0 {
-			state.WriteString(", ")
+		if len(state) > 0 {
+			state = append(state, ", "...)
 		}
-		state.WriteString(ru.quoted)
-		state.WriteString(";r=")
-		state.WriteString(strconv.FormatInt(int64(math.Floor(p.Remaining)), 10))
+		state = append(state, p.rule.quoted...)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, int64(math.Floor(p.Remaining)), 10)
 		if p.Reset >= 0 {
-			state.WriteString(";t=")
-			state.WriteString(strconv.FormatInt(p.Reset, 10))
+			state = append(state, ";t="...)
+			state = strconv.AppendInt(state, p.Reset, 10)
 		}
 	}
-	h.Set("RateLimit-Policy", policy.String())
-	if state.Len() > 0 {
-		h.Set("RateLimit", state.String())
+	if len(state) > 0 {
+		h[hdrState] = []string{string(state)}
 	}
 }
 

@@ -5,10 +5,12 @@
 //
 //	httpload upstream --listen ADDR              a minimal upstream ("ok")
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
-//	httpload run --url URL --name NAME [--rate R | --conns C] --duration D
+//	httpload run --url URL --name NAME [--rate R | --conns C] --duration D [--pid PID]
 //
-// run prints one line in Go benchmark format with the requests per second
-// and the latency percentiles. With --rate it is open-loop: requests are
+// run prints one line in Go benchmark format with the requests per second,
+// the latency percentiles and, with --pid, the CPU time the server process
+// PID spent per request while measured (user + system, from /proc): unlike
+// latency, it hardly moves when other processes compete for the cores. With --rate it is open-loop: requests are
 // scheduled at a fixed rate and each latency counts from its scheduled time,
 // so a stall is charged to every request it delays (no coordinated
 // omission). With --conns it is closed-loop: C connections send as fast as
@@ -26,6 +28,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +51,7 @@ func main() {
 	conns := fs.Int("conns", 0, "closed-loop connections (run)")
 	duration := fs.Duration("duration", 5*time.Second, "measured time (run)")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured time before it (run)")
+	pid := fs.Int("pid", 0, "server process whose CPU time per request to report (run)")
 	fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "upstream":
@@ -63,7 +68,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "httpload run: --url and exactly one of --rate, --conns")
 			os.Exit(2)
 		}
-		run(*target, *name, *rate, *conns, *warmup, *duration)
+		run(*target, *name, *rate, *conns, *pid, *warmup, *duration)
 	default:
 		fmt.Fprintf(os.Stderr, "httpload: unknown command %q\n", os.Args[1])
 		os.Exit(2)
@@ -103,7 +108,7 @@ func serve(addr string, h http.Handler) {
 	srv.Shutdown(ctx)
 }
 
-func run(target, name string, rate, conns int, warmup, duration time.Duration) {
+func run(target, name string, rate, conns, pid int, warmup, duration time.Duration) {
 	workers := conns
 	if rate > 0 {
 		workers = 256 // enough that a stall queues requests rather than workers
@@ -137,6 +142,13 @@ func run(target, name string, rate, conns int, warmup, duration time.Duration) {
 		hist.RecordValue(int64(done.Sub(scheduled)))
 		measured++
 	}
+	cpu := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(time.Until(measureFrom))
+		from := cpuTime(pid)
+		time.Sleep(time.Until(end))
+		cpu <- cpuTime(pid) - from
+	}()
 	var wg sync.WaitGroup
 	if rate > 0 {
 		tickets := make(chan time.Time, 1<<16)
@@ -170,7 +182,34 @@ func run(target, name string, rate, conns int, warmup, duration time.Duration) {
 	}
 	wg.Wait()
 	secs := duration.Seconds()
-	fmt.Printf("BenchmarkHTTP/%s %d %.0f ns/op %.0f req/s %d p50-ns %d p99-ns %d p99.9-ns %.4f non200/op\n",
+	fmt.Printf("BenchmarkHTTP/%s %d %.0f ns/op %.0f req/s %d p50-ns %d p99-ns %d p99.9-ns %.4f non200/op",
 		name, measured, hist.Mean(), float64(measured)/secs,
 		hist.ValueAtQuantile(50), hist.ValueAtQuantile(99), hist.ValueAtQuantile(99.9), float64(statusErr+errs)/float64(max(measured, 1)))
+	if pid > 0 {
+		fmt.Printf(" %.0f server-cpu-ns/op", float64(<-cpu)/float64(max(measured, 1)))
+	}
+	fmt.Println()
+}
+
+// cpuTime is the user + system CPU time of process pid so far (0 if pid is
+// 0 or unreadable).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the
+	// 14th and 15th fields of the line, in clock ticks (USER_HZ, 100 on
+	// Linux).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond
 }
