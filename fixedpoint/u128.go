@@ -61,8 +61,12 @@ func (x u128) low(n uint) u128 {
 func (x u128) less(y u128) bool { return x.hi < y.hi || x.hi == y.hi && x.lo < y.lo }
 
 // mod5p6 returns x mod 5^6; the divisions by a constant compile to
-// multiplications.
+// multiplications. Products of a tick and a rate mostly fit 64 bits, where
+// one reduction does.
 func (x u128) mod5p6() uint64 {
+	if x.hi == 0 {
+		return x.lo % five6
+	}
 	const twoTo64Mod = (1 << 63 % five6) * 2 % five6
 	return (x.hi%five6*twoTo64Mod + x.lo%five6) % five6
 }
