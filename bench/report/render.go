@@ -233,12 +233,22 @@ which faucet promises never to do.`,
 				procs = s.procs
 			}
 		}
+		core := p / 2 * float64(procs)
+		f := row("faucet", "par-distinct", "allow")
+		verdict := fmt.Sprintf(`The budget is more than those parts need, so
+this target is not ruled out by them: faucet spends %.1f ns of core time per
+call here against %.1f ns on one goroutine (scen=hot), and the difference is
+what %d goroutines on %d cores lose to each other and to whatever else the
+machine runs.`, f*float64(procs), row("faucet", "hot", "allow"), procs, procs)
+		if core < floor {
+			verdict = "The target is out of reach on this machine for the same reason as scen=hot."
+		}
 		notes = append(notes, fmt.Sprintf(`**scen=par-distinct.** Keys of their own keep every goroutine on lines no
 other core writes, so this is scen=hot spread over %d cores: the target leaves
 %.1f ns per call (half of %s's %.1f ns), that is %.1f ns of one core's time,
 while the parts of a call that no design can drop (clock, hash and lookup,
-CompareAndSwap, counter add; see scen=hot) take %.1f ns of it.`,
-			procs, p/2, peer, p, p/2*float64(procs), floor))
+CompareAndSwap, counter add; see scen=hot) take %.1f ns. %s`,
+			procs, p/2, peer, p, core, floor, verdict))
 	}
 	if missed["par-hot"] {
 		peer, p := peerOf("par-hot", "allow")
