@@ -34,6 +34,16 @@ func (x u128) shr(n uint) u128 {
 	}
 }
 
+// shrFits returns x >> n for n < 128 and whether it fits 64 bits; shifts
+// below 64 take no switch, for Credit's fast path.
+func (x u128) shrFits(n uint) (uint64, bool) {
+	if n < 64 {
+		// Go defines x.hi << 64 as 0, so n == 0 needs no case of its own.
+		return x.lo>>n | x.hi<<(64-n), x.hi>>n == 0
+	}
+	return x.hi >> (n - 64), true
+}
+
 // shl returns x << n for n < 128.
 func (x u128) shl(n uint) u128 {
 	switch {
