@@ -18,6 +18,11 @@ var (
 // key, so that BENCHMARKS.md can say where the time goes: the monotonic clock
 // read, the key's hash, the index lookup, the fixed-point step, the
 // CompareAndSwap that publishes it, and the striped counter's atomic add.
+// Three more parts bound what any limiter can do here: part=now is
+// time.Now(), the wall and monotonic read the peers make; part=cas-shared is
+// a CompareAndSwap loop on one word from every core (RunParallel), the floor
+// of scen=par-hot for any design that keeps one key's state in one place; and
+// part=add-shared an atomic add on one word from every core.
 func BenchmarkCost(b *testing.B) {
 	const key = "key:000000001"
 	epoch := time.Now()
@@ -28,6 +33,11 @@ func BenchmarkCost(b *testing.B) {
 	b.Run("part=clock", func(b *testing.B) {
 		for b.Loop() {
 			sinkU64 += uint64(time.Since(epoch))
+		}
+	})
+	b.Run("part=now", func(b *testing.B) {
+		for b.Loop() {
+			sinkU64 += uint64(time.Now().UnixNano())
 		}
 	})
 	b.Run("part=hash", func(b *testing.B) {
@@ -65,5 +75,26 @@ func BenchmarkCost(b *testing.B) {
 		for b.Loop() {
 			n.Add(1)
 		}
+	})
+	b.Run("part=cas-shared", func(b *testing.B) {
+		var w atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				for {
+					old := w.Load()
+					if w.CompareAndSwap(old, old+1) {
+						break
+					}
+				}
+			}
+		})
+	})
+	b.Run("part=add-shared", func(b *testing.B) {
+		var n atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				n.Add(1)
+			}
+		})
 	})
 }

@@ -9,8 +9,21 @@ import (
 
 // Allow reports whether one token may be taken from key's bucket now, and
 // takes it if so. It is AllowN(key, 1).Allowed.
+//
+// It is the hot path, so it skips what AllowN needs for an arbitrary cost and
+// a full Decision: the cost is one token in quanta, and a key that has a live
+// bucket is decided by one lookup and one Bucket.Take. Anything else (a new
+// key, a bucket evicted under us) goes through decide.
 func (e *Engine) Allow(key string) bool {
-	return e.decide(e.nanosNow(), key, 1, false).Allowed
+	ns := e.nanosNow()
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
+		l := e.layout
+		if s, live := b.Take(l, &e.ref, l.At(ns), fixedpoint.QuantaPerToken); live {
+			e.count(s.Allowed)
+			return s.Allowed
+		}
+	}
+	return e.decide(ns, key, 1, false).Allowed
 }
 
 // AllowN takes n tokens from key's bucket now if it holds them. Use it for
@@ -87,11 +100,7 @@ func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
 
 // decision turns a fixedpoint step into a Decision and counts it.
 func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64, detail bool) Decision {
-	if s.Allowed {
-		e.allowed.add()
-	} else {
-		e.denied.add()
-	}
+	e.count(s.Allowed)
 	d := Decision{Allowed: s.Allowed}
 	if detail {
 		d.Remaining = fixedpoint.TokensOf(s.Tokens)
@@ -101,6 +110,15 @@ func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64, detail bool)
 		d.ResetAfter = e.wait(s.At, s.Tokens, e.layout.Capacity, ns)
 	}
 	return d
+}
+
+// count counts one decision.
+func (e *Engine) count(allowed bool) {
+	if allowed {
+		e.allowed.add()
+	} else {
+		e.denied.add()
+	}
 }
 
 // wait returns the time from ns until a bucket holding have quanta at tick at

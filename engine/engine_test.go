@@ -412,3 +412,32 @@ func TestHourAgainstExactModel(t *testing.T) {
 		})
 	}
 }
+
+// Allow decides a live bucket without decide; it must agree with AllowN(key,
+// 1) call for call, count what it decides, and start over after an eviction.
+func TestAllowAgreesWithAllowN(t *testing.T) {
+	a := newEngine(t, engine.Config{Limit: engine.Every(24 * time.Hour), Burst: 3})
+	b := newEngine(t, engine.Config{Limit: engine.Every(24 * time.Hour), Burst: 3})
+	for i := range 5 {
+		got, want := a.Allow("k"), b.AllowN("k", 1).Allowed
+		if got != want || got != (i < 3) {
+			t.Fatalf("call %d: Allow = %v, AllowN = %v, want %v", i, got, want, i < 3)
+		}
+	}
+	if s := a.Stats(); s.Allowed != 3 || s.Denied != 2 || s.Live != 1 {
+		t.Fatalf("stats after 3 admitted, 2 denied: %+v", s)
+	}
+
+	// A bucket that refills within a nanosecond is full again at once; once
+	// swept, Allow finds no bucket and creates a new, full one.
+	e := newEngine(t, engine.Config{Limit: 1e9, Burst: 1})
+	if !e.Allow("k") {
+		t.Fatal("new key denied")
+	}
+	if n := e.SweepAt(time.Now().Add(time.Hour)); n != 1 || e.Len() != 0 {
+		t.Fatalf("sweep evicted %d, %d live; want 1, 0", n, e.Len())
+	}
+	if !e.Allow("k") || e.Len() != 1 {
+		t.Fatalf("Allow after eviction: len %d, want a new bucket", e.Len())
+	}
+}

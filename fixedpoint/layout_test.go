@@ -125,20 +125,35 @@ func randomLayout(rng *rand.Rand) (*Layout, float64, float64) {
 	}
 }
 
+// Credit has a fast path (both grid values fit 64 bits after the shift) and
+// a general one; both must match the exact grid, and the test checks that it
+// reached both often.
 func TestCreditMatchesGrid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
+	fast, general := 0, 0
+	for range 5000 {
 		l, burst, rate := randomLayout(rng)
 		from := rng.Int64N(1<<61) - 1<<60
-		if rng.IntN(4) == 0 {
+		switch rng.IntN(4) {
+		case 0:
 			from = rng.Int64N(2000) - 1000
+		case 1: // every magnitude, where the fast path starts and stops fitting
+			from = rng.Int64N(1 << rng.IntN(62))
 		}
 		elapsed := rng.Uint64N(l.FillTicks + 1)
+		if _, fits := mul64(uint64(from)+elapsed, l.RateNum).shrFits(l.RateShift); from >= 0 && fits {
+			fast++
+		} else {
+			general++
+		}
 		got := l.Credit(from, elapsed)
 		want := new(big.Int).Sub(grid(l, from+int64(elapsed)), grid(l, from))
 		if !want.IsUint64() || got != want.Uint64() {
 			t.Fatalf("burst=%v rate=%v: Credit(%d, %d) = %d, want %v", burst, rate, from, elapsed, got, want)
 		}
+	}
+	if fast < 500 || general < 500 {
+		t.Errorf("paths reached: fast %d, general %d; want both at least 500", fast, general)
 	}
 }
 

@@ -57,7 +57,23 @@ func (l *Layout) phase64(tick int64) uint64 {
 
 // Credit returns G(from+elapsed) - G(from): the quanta that refill between
 // tick from and tick from+elapsed, for elapsed <= FillTicks.
+//
+// For a non-negative from whose grid values fit 64 bits once shifted by
+// RateShift (any tick of the first 2^64/RateNum*2^RateShift: decades at the
+// highest rates) it computes both grid values and subtracts them, since
+// floor(floor(x/2^k)/5^6) = floor(x/(5^6*2^k)). The two are independent, so
+// the CPU runs them side by side; the general path below feeds the phase's
+// reduction into the credit's division instead.
 func (l *Layout) Credit(from int64, elapsed uint64) uint64 {
+	if from >= 0 {
+		// from+elapsed fits: from <= 2^62 and elapsed <= FillTicks < 2^61.
+		k := l.RateShift
+		if to, ok := mul64(uint64(from)+elapsed, l.RateNum).shrFits(k); ok {
+			// G(from)'s shifted product is no larger, so it fits too.
+			at, _ := mul64(uint64(from), l.RateNum).shrFits(k)
+			return to/five6 - at/five6
+		}
+	}
 	if k := l.RateShift; k <= smallShift {
 		hi, lo := bits.Mul64(elapsed, l.RateNum)
 		var c uint64

@@ -34,6 +34,16 @@ func (x u128) shr(n uint) u128 {
 	}
 }
 
+// shrFits returns x >> n for n < 128 and whether it fits 64 bits; shifts
+// below 64 take no switch, for Credit's fast path.
+func (x u128) shrFits(n uint) (uint64, bool) {
+	if n < 64 {
+		// Go defines x.hi << 64 as 0, so n == 0 needs no case of its own.
+		return x.lo>>n | x.hi<<(64-n), x.hi>>n == 0
+	}
+	return x.hi >> (n - 64), true
+}
+
 // shl returns x << n for n < 128.
 func (x u128) shl(n uint) u128 {
 	switch {
@@ -61,8 +71,12 @@ func (x u128) low(n uint) u128 {
 func (x u128) less(y u128) bool { return x.hi < y.hi || x.hi == y.hi && x.lo < y.lo }
 
 // mod5p6 returns x mod 5^6; the divisions by a constant compile to
-// multiplications.
+// multiplications. Products of a tick and a rate mostly fit 64 bits, where
+// one reduction does.
 func (x u128) mod5p6() uint64 {
+	if x.hi == 0 {
+		return x.lo % five6
+	}
 	const twoTo64Mod = (1 << 63 % five6) * 2 % five6
 	return (x.hi%five6*twoTo64Mod + x.lo%five6) % five6
 }

@@ -57,7 +57,7 @@ func (b *Bucket) Take(l *fixedpoint.Layout, ref *Ref, now fixedpoint.Instant, co
 		}
 		r := ref.Load()
 		s = l.Take(w, r, now, cost)
-		if !s.Write {
+		if !s.Write() {
 			return s, true
 		}
 		ref.Cover(l, r, s.At)

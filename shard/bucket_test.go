@@ -47,3 +47,36 @@ func TestRefCover(t *testing.T) {
 		t.Errorf("ref %d above the largest covered tick %d", ref.Load(), max)
 	}
 }
+
+// HasKey must agree with string equality for every length, including the
+// 8..16-byte fast path and its boundaries, and for a difference at every
+// byte position (the two words it compares overlap for short keys).
+func TestHasKeyMatchesStringEquality(t *testing.T) {
+	for n := range 24 {
+		key := make([]byte, n)
+		for i := range key {
+			key[i] = byte('a' + i)
+		}
+		b := newBucket(string(key), 0)
+		if !b.HasKey(string(key)) {
+			t.Errorf("len %d: own key not found", n)
+		}
+		for i := range n {
+			other := append([]byte(nil), key...)
+			other[i] ^= 0x20
+			if b.HasKey(string(other)) {
+				t.Errorf("len %d: key differing at byte %d matched", n, i)
+			}
+		}
+		if b.HasKey(string(key) + "x") {
+			t.Errorf("len %d: longer key matched", n)
+		}
+		if n > 0 && b.HasKey(string(key[:n-1])) {
+			t.Errorf("len %d: shorter key matched", n)
+		}
+	}
+	long := string(make([]byte, 1<<16))
+	if b := newBucket(long, 0); !b.HasKey(long) || b.HasKey(long[1:]) {
+		t.Error("64 KiB key: HasKey disagrees with ==")
+	}
+}

@@ -11,6 +11,7 @@ package shard
 // never scans it: 24 bytes for a key of up to 14 bytes.
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
 )
@@ -57,6 +58,23 @@ func (b *Bucket) Key() string {
 		off = longOffset
 	}
 	return unsafe.String((*byte)(unsafe.Add(p, off)), n)
+}
+
+// HasKey reports whether the bucket's key is key. Lookups call it for every
+// tag match, so keys of 8 to 16 bytes, the usual ids and API keys, are
+// compared as two overlapping 8-byte words read in place rather than through
+// a call to the runtime's memequal; other lengths take the plain comparison.
+func (b *Bucket) HasKey(key string) bool {
+	p := unsafe.Pointer(b)
+	n := uintptr(*(*uint16)(unsafe.Add(p, lenOffset)))
+	if n != uintptr(len(key)) || n < 8 || n > 16 {
+		return b.Key() == key
+	}
+	// n <= 16 is below longMark, so the bytes start at shortOffset.
+	mine := unsafe.Slice((*byte)(unsafe.Add(p, shortOffset)), n)
+	theirs := unsafe.Slice(unsafe.StringData(key), n)
+	return binary.LittleEndian.Uint64(mine) == binary.LittleEndian.Uint64(theirs) &&
+		binary.LittleEndian.Uint64(mine[n-8:]) == binary.LittleEndian.Uint64(theirs[n-8:])
 }
 
 // objectSize is the number of bytes newBucket requests for key (the runtime

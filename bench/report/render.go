@@ -56,7 +56,7 @@ type doc struct {
 	Sweep        string
 	Profiles     []profile
 	Misses       []string
-	MissNote     string
+	GapNotes     []string
 	Cost         string
 }
 
@@ -157,9 +157,15 @@ func render(prefix string) ([]byte, error) {
 		if d.Cost, err = benchstat("-row", "/part", prefix+"-cost.txt"); err != nil {
 			return nil, err
 		}
-		d.MissNote = costNote(cost, allow)
+		missed := map[string]bool{}
+		for _, r := range d.Ratios {
+			if r.Met != "yes" {
+				missed[r.Scen] = true
+			}
+		}
+		d.GapNotes = gapNotes(cost, allow, missed)
 	}
-	for _, p := range []string{"hot", "many"} {
+	for _, p := range []string{"hot", "many", "par-distinct"} {
 		if top := readFile(prefix + "-profile-" + p + ".txt"); top != "" {
 			d.Profiles = append(d.Profiles, profile{p, strings.TrimSpace(top)})
 		}
@@ -180,32 +186,112 @@ func ns(sec float64) string { return fmt.Sprintf("%.1f ns", sec*1e9) }
 
 var page = template.Must(template.New("page").Parse(pageText))
 
-// costNote explains the one-key targets from the measured parts of a call:
-// the parts no design can drop (a clock read, a keyed lookup, one atomic
-// publication) against half of the fastest peer's time.
-func costNote(cost, allow *results) string {
+// gapNotes explains each missed time target from measured parts of a call
+// (BenchmarkCost) and the rows of the same run: what the target leaves per
+// call, what the parts that no exact, keyed, lock-free limiter with counters
+// can drop already cost, and what would close the rest. It says nothing about
+// targets that were met.
+func gapNotes(cost, allow *results, missed map[string]bool) []string {
 	part := func(p string) float64 {
 		v, _ := cost.medianOf("sec/op", "bench", "Cost", "part", p)
 		return v * 1e9
 	}
-	floor := part("clock") + part("hash") + part("lookup") + part("cas")
-	peers := fastestPeers(allow, "hot", "allow", 1)
-	if len(peers) == 0 {
-		return ""
+	row := func(im, scen, mode string) float64 {
+		v, _ := allow.medianOf("sec/op", "bench", "Allow", "impl", im, "scen", scen, "mode", mode)
+		return v * 1e9
 	}
-	peer, _ := allow.medianOf("sec/op", "bench", "Allow", "impl", peers[0], "scen", "hot", "mode", "allow")
-	return fmt.Sprintf(`On one key, the parts of a call that no keyed, exact limiter can drop (a
-monotonic clock read, %.1f ns; the key's hash and index lookup, %.1f ns; one
-CompareAndSwap to publish the new state, %.1f ns) already add up to %.1f ns,
-against %.1f ns for half of the fastest peer (%s, %.1f ns: a clock read and a
-mutex). The remaining %.1f ns of the fixed-point step and %.1f ns of the stats
-counter are where faucet spends more than that peer. A coarse clock published
-by a background goroutine would remove the clock read, but its lag varies with
-scheduling, so the span between two of its readings can exceed the real one
-and admit early; faucet promises never to, and reads the clock on every call.
-With 1e6 keys every implementation waits on cache misses, two of them in the
-benchmark's own key lookup; the CPU profile of scen=many below shows faucet's
-time spread over the loads of the key, the index group and the bucket.`,
-		part("clock"), part("hash")+part("lookup"), part("cas"), floor,
-		peer*1e9/2, peers[0], peer*1e9, part("step"), part("add"))
+	peerOf := func(scen, mode string) (string, float64) {
+		p := fastestPeers(allow, scen, mode, 1)
+		if len(p) == 0 {
+			return "", 0
+		}
+		return p[0], row(p[0], scen, mode)
+	}
+	clock, hash, lookup, step, cas, add := part("clock"), part("hash"), part("lookup"), part("step"), part("cas"), part("add")
+	floor := clock + hash + lookup + cas + add
+	var notes []string
+	if missed["hot"] {
+		peer, p := peerOf("hot", "allow")
+		f := row("faucet", "hot", "allow")
+		notes = append(notes, fmt.Sprintf(`**scen=hot.** The target leaves %.1f ns per call (half of %s's %.1f ns).
+The parts of a faucet call that no design with faucet's guarantees can drop
+already cost %.1f ns, each timed alone in BenchmarkCost: the monotonic clock
+read (%.1f ns; exact refill needs the time of every call), the key's hash and
+index lookup (%.1f ns), one CompareAndSwap to publish the new state (%.1f ns),
+and one atomic add for Stats (%.1f ns). The fixed-point step adds %.1f ns, and
+calls and loads between the parts the remaining %.1f ns of faucet's %.1f ns.
+The peers read the wall clock and the monotonic clock on every call
+(time.Now(), %.1f ns here; go-limiter reaches the runtime's time.now directly,
+at the same cost), where faucet reads only the monotonic clock: that read is
+most of faucet's lead over them. %s A clock published by a background
+goroutine would be cheaper to read, but it lags by a varying amount, so the
+span between two of its readings can exceed the real one and admit early,
+which faucet promises never to do.`,
+			p/2, peer, p, floor, clock, hash+lookup, cas, add, step, max(0, f-floor-step), f,
+			part("now"), clockBudget(p/2, floor, clock)))
+	}
+	if missed["par-distinct"] {
+		peer, p := peerOf("par-distinct", "allow")
+		procs := 2
+		for _, s := range allow.find("bench", "Allow", "impl", "faucet", "scen", "par-distinct") {
+			if s.procs > 0 {
+				procs = s.procs
+			}
+		}
+		core := p / 2 * float64(procs)
+		f := row("faucet", "par-distinct", "allow")
+		verdict := fmt.Sprintf(`The budget is more than those parts need, so
+this target is not ruled out by them: faucet spends %.1f ns of core time per
+call here against %.1f ns on one goroutine (scen=hot), and the difference is
+what %d goroutines on %d cores lose to each other and to whatever else the
+machine runs.`, f*float64(procs), row("faucet", "hot", "allow"), procs, procs)
+		if core < floor {
+			verdict = "The target is out of reach on this machine for the same reason as scen=hot."
+		}
+		notes = append(notes, fmt.Sprintf(`**scen=par-distinct.** Keys of their own keep every goroutine on lines no
+other core writes, so this is scen=hot spread over %d cores: the target leaves
+%.1f ns per call (half of %s's %.1f ns), that is %.1f ns of one core's time,
+while the parts of a call that no design can drop (clock, hash and lookup,
+CompareAndSwap, counter add; see scen=hot) take %.1f ns. %s`,
+			procs, p/2, peer, p, core, floor, verdict))
+	}
+	if missed["par-hot"] {
+		peer, p := peerOf("par-hot", "allow")
+		notes = append(notes, fmt.Sprintf(`**scen=par-hot.** Every admitted call must change the one key's state, so
+the cache line holding it moves to the core of each caller in turn, on top of
+the single-call costs above; the target leaves %.1f ns per call (half of %s's
+%.1f ns). A CompareAndSwap loop alone on one word from every core runs at
+%.1f ns per operation here (part=cas-shared). Going lower would need each
+core to spend tokens from a local share, which either lets a call be denied
+while another core's share still holds tokens or needs the cores to agree
+again: faucet keeps one exact word per key instead.`,
+			p/2, peer, p, part("cas-shared")))
+	}
+	if missed["many"] {
+		peer, p := peerOf("many", "allow")
+		f, fh := row("faucet", "many", "allow"), row("faucet", "hot", "allow")
+		notes = append(notes, fmt.Sprintf(`**scen=many.** With 1e6 keys faucet spends %.1f ns per call against %.1f ns
+on one hot key: the rest, %.1f ns, is waiting for memory. A lookup reads two
+lines that are not in cache, one after the other: the index group holding the
+key's tag and bucket pointer, then the bucket holding the key's bytes and its
+word (the CPU profile of scen=many below). The target leaves %.1f ns (0.6 of
+%s's %.1f ns). Closing it would take one line per lookup: the word and a short
+key stored in the index group itself, which means moving words when an index
+grows, under the rule that a word a CompareAndSwap may still target is never
+copied (tomb the old word first, as eviction does).`,
+			f, fh, f-fh, 0.6*p, peer, p))
+	}
+	return notes
+}
+
+// clockBudget says what the one-key target would ask of a clock read, given
+// the time per call it leaves and the cost of the other parts that stay.
+func clockBudget(budget, floor, clock float64) string {
+	rest := floor - clock
+	if left := budget - rest; left > 0 {
+		return fmt.Sprintf(`Meeting the target would take a clock read of at most %.1f ns that
+never runs ahead of real time, against %.1f ns for the monotonic clock here.`, left, clock)
+	}
+	return fmt.Sprintf(`Even a free clock read would not meet it: the other parts that stay take
+%.1f ns.`, rest)
 }
