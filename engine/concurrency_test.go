@@ -123,7 +123,7 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 	var published atomic.Int64 // time of the last completed take
 	published.Store(-1)
 	stop := make(chan struct{})
-	var evictions atomic.Int64
+	var evictions, sweeps atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -134,6 +134,7 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 			}
 			if p := published.Load(); p >= 0 {
 				evictions.Add(int64(swept.SweepAt(time.Unix(0, p))))
+				sweeps.Add(1)
 			}
 		}
 	})
@@ -141,6 +142,14 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 	for i, o := range script {
 		got[i] = swept.AllowAt(time.Unix(0, o.at), o.key, o.cost)
 		published.Store(o.at)
+		if i%500 == 499 {
+			// Let at least one sweep finish per 500 takes, so that sweeps
+			// really interleave with the takes even when the sweeping
+			// goroutine is slow to be scheduled on a busy machine.
+			for seen := sweeps.Load(); sweeps.Load() == seen; {
+				runtime.Gosched()
+			}
+		}
 	}
 	close(stop)
 	wg.Wait()

@@ -16,13 +16,19 @@ func TestCounterStripesSeparateGoroutines(t *testing.T) {
 	for range pairs {
 		var wg sync.WaitGroup
 		var stripes [2]uint64
+		var started sync.WaitGroup
+		started.Add(2)
 		release := make(chan struct{})
 		for g := range 2 {
 			wg.Go(func() {
 				stripes[g] = c.stripe()
-				<-release // both alive at once, as on two cores
+				started.Done()
+				<-release
 			})
 		}
+		// Both must be alive at once, as on two cores: a goroutine that
+		// exited first would hand its stack, and so its stripe, to the other.
+		started.Wait()
 		close(release)
 		wg.Wait()
 		if stripes[0] == stripes[1] {
