@@ -141,6 +141,9 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 	for i, o := range script {
 		got[i] = swept.AllowAt(time.Unix(0, o.at), o.key, o.cost)
 		published.Store(o.at)
+		if i%64 == 0 {
+			runtime.Gosched() // let the sweeper in, even with GOMAXPROCS=1
+		}
 	}
 	close(stop)
 	wg.Wait()
@@ -158,23 +161,30 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 	}
 }
 
+// sweepUntilStopped calls e.SweepAt(at) in a loop on another goroutine until
+// the returned function is called; that function waits for the loop to end.
+func sweepUntilStopped(e *engine.Engine, at time.Time) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				e.SweepAt(at)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // Concurrent takes on the same keys as concurrent sweeps: a take that races
 // an eviction is never lost (frozen clock: every admitted take stays spent).
 func TestConcurrentSweepKeepsTakes(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 5, Shards: 2})
 	const keys = 32
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				e.SweepAt(t0)
-			}
-		}
-	})
+	stopSweeping := sweepUntilStopped(e, t0)
 	var admitted [keys]atomic.Int64
 	var takers sync.WaitGroup
 	for g := range 4 {
@@ -189,8 +199,7 @@ func TestConcurrentSweepKeepsTakes(t *testing.T) {
 		})
 	}
 	takers.Wait()
-	close(stop)
-	wg.Wait()
+	stopSweeping()
 	for k := range keys {
 		if got := admitted[k].Load(); got != 5 {
 			t.Errorf("key %d: admitted %d at a frozen clock, want exactly the burst 5", k, got)

@@ -42,6 +42,44 @@ func TestRepeatedCallsBeforeAFullStampKeepIt(t *testing.T) {
 	}
 }
 
+// An eviction's stamp is kept only for times before it: a take at the stamp
+// itself, where the grid is already past its whole quantum, is stamped at
+// the next one, as without the eviction. Kept, it would have credited that
+// fraction of a quantum twice and trailed nothing: admitted a fraction of a
+// quantum early.
+func TestTakeAtAnEvictionStampIsNotEarly(t *testing.T) {
+	cfg := engine.Config{Limit: engine.Limit(1.0 / 86400), Burst: 1} // 86.4 s a quantum
+	swept, plain := newEngine(t, cfg), newEngine(t, cfg)
+	sweep := at(120960 * time.Second) // 1.4 days: the grid is a hair short of a quantum
+	for _, e := range []*engine.Engine{swept, plain} {
+		e.AllowAt(t0, "k", 1)
+		e.AllowAt(sweep, "k", 0)
+	}
+	if n := swept.SweepAt(sweep); n != 1 {
+		t.Fatalf("evicted %d, want 1", n)
+	}
+	take := sweep.Add(time.Nanosecond) // where the eviction stamped the key
+	if got, want := swept.AllowAt(take, "k", 1), plain.AllowAt(take, "k", 1); got != want {
+		t.Errorf("after eviction: %+v, without: %+v", got, want)
+	}
+}
+
+// With ticks longer than 1 ns a call is decided at its time floored to a
+// tick. A bucket one token short of full at the floor is full by the call's
+// real time, and refill counted from the floor used to credit again what the
+// cap discarded in between: up to a tick's refill more than an exact bucket.
+func TestFillWithinTheCallsTickIsNotCreditedTwice(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1e9, Burst: 1e9}) // 4096 ns ticks
+	e.TokensAt(t0, "")                                       // sets the epoch
+	e.AllowAt(t0, "k", 1)
+	// Exact: full again at 1 ns; 1e9 - 1e7 tokens left at 4000 ns.
+	e.AllowAt(at(4000), "k", 1e7)
+	// Exact at 53 µs: 990000000 + 49000 tokens.
+	if got := e.TokensAt(at(53000), "k"); got > 990049000 {
+		t.Errorf("tokens at 53 µs = %v, more than the exact 990049000", got)
+	}
+}
+
 // A new key at a time before the engine's epoch (a caller that read the
 // clock before another caller's first call) refills from its own time, not
 // from the epoch.

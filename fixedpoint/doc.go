@@ -78,12 +78,16 @@
 // tick-1 ns for flooring the current time; tick-1 ns for rounding the time a
 // bucket was found full up to a tick, and up to a quantum more (or a whole
 // tick more, when a tick refills more than a quantum) to reach the boundary.
+// Ticks longer than 1 ns add one quantum and one tick's refill: a bucket that
+// fills within the tick of a call (after its floored time, by the call's real
+// time) keeps the count it had at the floor, stamped at the boundary.
+//
 // With 1 ns ticks (bursts up to 268,435 tokens) that is 0.002 token up to 1e6
 // tokens/s and 0.001 token plus 1 ns of refill above (1 token at 1e9
 // tokens/s, if the rate is not a whole number of quanta per nanosecond); it
-// grows to 4 tokens at 1e9 tokens/s with 2 ns ticks, and to 12,286 tokens at a
-// burst of 1e9 and 1e9 tokens/s (4096 ns ticks: a 40-bit token field leaves
-// 24 bits of time, and the horizon must stay above a minute).
+// grows to 6 tokens at 1e9 tokens/s with 2 ns ticks, and to 16,382 tokens at
+// a burst of 1e9 and 1e9 tokens/s (4096 ns ticks: a 40-bit token field
+// leaves 24 bits of time, and the horizon must stay above a minute).
 //
 // Times beyond ±2^62 ns (±146 years) from the epoch are clamped; every bucket
 // is long full by then, so no decision changes.

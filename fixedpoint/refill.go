@@ -117,16 +117,18 @@ func (l *Layout) Boundary(at int64) int64 {
 
 // FullTick returns the tick at which a bucket found full at tick ceil (a time
 // rounded up) is stored, given known, a tick at which it was already stored
-// (or evicted) full: known if ceil is not later, else the Boundary at or
+// (or evicted) full: known if ceil is before it, else the Boundary at or
 // after ceil.
 //
 // known came from Boundary, which returns the tick where the grid first
-// reaches a quantum, rarely one exactly on it; Boundary applied to it again
-// would move the bucket another quantum's refill later, and repeated calls at
-// a time before that tick would each trail an exact bucket by one quantum
-// more.
+// reaches a quantum, rarely one exactly on it. A time before known is
+// credited no more than known's grid count, so known stands; applied to known
+// again, Boundary would move the bucket another quantum's refill later, and
+// repeated calls before known would each trail an exact bucket by one quantum
+// more. At known itself the grid may be past its last whole quantum, so a
+// time from known on takes its own Boundary.
 func (l *Layout) FullTick(ceil, known int64) int64 {
-	if ceil <= known {
+	if ceil < known {
 		return known
 	}
 	return l.Boundary(ceil)
@@ -140,7 +142,8 @@ func (l *Layout) Full(ceil, known int64) Word { return l.Pack(l.FullTick(ceil, k
 // Advance returns the state of w at now: last is the resolved tick of w's
 // update, at = max(last, now.Tick) is the tick the state is taken at, and
 // tokens the refilled count, at most Capacity. A bucket found full is taken
-// at FullTick(max(at, now.Ceil), last) instead. A now before last
+// at FullTick(now.Ceil, last) instead, and one that fills within now's tick
+// (now.Tick < now.Ceil) keeps its count but is taken at Boundary(now.Ceil). A now before last
 // counts as last: an earlier time never adds tokens and never moves a bucket
 // back, nor forward if it was stored full.
 func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens uint64) {
@@ -153,8 +156,16 @@ func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens
 		tokens = min(tokens+l.Credit(last, elapsed), l.Capacity)
 	}
 	if tokens == l.Capacity {
-		// A word is stored full only at a tick FullTick returned.
-		at = l.FullTick(max(at, now.Ceil), last)
+		// A word is stored full only at a tick FullTick returned; if it
+		// was not full, now.Ceil >= now.Tick = at > last.
+		at = l.FullTick(now.Ceil, last)
+	} else if now.Ceil > at && l.Capacity-tokens <= l.Credit(at, uint64(now.Ceil-at)) {
+		// The call lies inside tick at, and the bucket fills before that
+		// tick ends: at the call's real time it may be full already, and a
+		// refill counted from at would credit again what the cap discarded.
+		// The count stands (decisions are taken on it) but is stamped where
+		// the grid has the bucket full.
+		at = l.Boundary(now.Ceil)
 	}
 	return last, at, tokens
 }
