@@ -43,8 +43,12 @@ type linOutput struct {
 }
 
 // linState is one key's bucket: quanta at last (µs). A key without a bucket
-// is full since forever (last = MinInt64).
-type linState struct{ quanta, last int64 }
+// (live false) is full; last is then the time of its eviction, before which
+// no new bucket of the key starts (MinInt64 if it never had one).
+type linState struct {
+	quanta, last int64
+	live         bool
+}
 
 func (s linState) level(t int64) (quanta, at int64) {
 	if t <= s.last {
@@ -60,14 +64,14 @@ func (s linState) level(t int64) (quanta, at int64) {
 // engine's documentation: a time before the last update counts as that
 // update; a take admits iff the bucket holds the cost, and only then changes
 // it; a peek (cost 0) changes nothing; RetryAfter and ResetAfter are the
-// exact waits from the caller's time; a sweep at t evicts the bucket iff it
-// is full at t and t is not before its last update, which leaves a bucket
-// that is full at t (a new bucket starts no earlier than the eviction).
+// exact waits from the caller's time (ResetAfter 0 when full); a sweep at t
+// evicts the bucket iff it is full at t and t is not before its last update,
+// and a new bucket starts no earlier than the eviction.
 func linStep(s linState, in linInput) (linState, linOutput) {
 	level, at := s.level(in.t)
 	if in.sweep {
-		if in.t >= s.last && level == linCap {
-			return linState{linCap, in.t}, linOutput{}
+		if s.live && in.t >= s.last && level == linCap {
+			return linState{linCap, in.t, false}, linOutput{}
 		}
 		return s, linOutput{}
 	}
@@ -78,11 +82,13 @@ func linStep(s linState, in linInput) (linState, linOutput) {
 	case level >= in.cost:
 		out.allowed = true
 		out.remaining = level - in.cost
-		s = linState{out.remaining, at}
+		s = linState{out.remaining, at, true}
 	default:
 		out.retry = 1000 * (at + in.cost - level - in.t)
 	}
-	out.resetWait = 1000 * (at + linCap - out.remaining - in.t)
+	if out.remaining < linCap {
+		out.resetWait = 1000 * (at + linCap - out.remaining - in.t)
+	}
 	return s, out
 }
 
@@ -103,7 +109,7 @@ var linModel = porcupine.Model{
 		}
 		return parts
 	},
-	Init: func() any { return linState{linCap, math.MinInt64} },
+	Init: func() any { return linState{linCap, math.MinInt64, false} },
 	Step: func(state, input, output any) (bool, any) {
 		in := input.(linInput)
 		next, want := linStep(state.(linState), in)
@@ -111,7 +117,11 @@ var linModel = porcupine.Model{
 	},
 	Hash: func(state any) uint64 {
 		s := state.(linState)
-		return uint64(s.quanta)*0x9e3779b97f4a7c15 ^ uint64(s.last)
+		h := uint64(s.quanta)*0x9e3779b97f4a7c15 ^ uint64(s.last)
+		if s.live {
+			h = ^h
+		}
+		return h
 	},
 	DescribeOperation: func(input, output any) string {
 		in := input.(linInput)
@@ -123,7 +133,7 @@ var linModel = porcupine.Model{
 	},
 	DescribeState: func(state any) string {
 		s := state.(linState)
-		return fmt.Sprintf("%d quanta at %dµs", s.quanta, s.last)
+		return fmt.Sprintf("%d quanta at %dµs (live %v)", s.quanta, s.last, s.live)
 	},
 }
 
@@ -287,7 +297,7 @@ func TestLinearizable(t *testing.T) {
 func TestLinearizableRejects(t *testing.T) {
 	take := func(client int, call, ret, at, cost int64, allowed bool, remaining int64) porcupine.Operation {
 		in := linInput{key: "k", t: at, cost: cost}
-		_, out := linStep(linState{remaining + cost, at}, in) // the waits of the claimed outcome
+		_, out := linStep(linState{remaining + cost, at, true}, in) // the waits of the claimed outcome
 		out.allowed, out.remaining = allowed, remaining
 		if allowed {
 			out.retry = 0

@@ -149,10 +149,9 @@ const maxOps = 256
 //	P1  0 <= tokens <= burst, Remaining included, and Remaining is the
 //	    bucket's count after the call
 //	P2  the engine never holds more than the spec, and trails it by less
-//	    than the documented slack, 0.001 token + max(0.001 token, a tick's
-//	    refill) + 2*(tick-1 ns) of refill (for keys written within half the
-//	    horizon of the newest write; older ones may only be later, never
-//	    earlier)
+//	    than the documented slack (package fixedpoint) for keys written
+//	    within half the horizon of the newest write (older ones may only be
+//	    later, never earlier)
 //	P3  per key, admitted tokens never exceed burst + rate * (latest clamped
 //	    time - creation time), and no admission exceeds the spec's tokens
 //	P4  a time before a bucket's last update counts as that update: a twin
@@ -200,7 +199,8 @@ func FuzzSkew(f *testing.F) {
 		horizon := int64(min(p.Horizon, time.Duration(1<<62)))
 		keys := int(nkeys%4) + 1
 		// slack = 0.001 token + max(0.001 token, a tick's refill) +
-		// 2*(tick-1 ns) of refill, as documented.
+		// 2*(tick-1 ns) of refill, and with ticks above 1 ns 0.001 token and
+		// a tick's refill more, as documented.
 		q := big.NewRat(1, 1000)
 		tickRefill := new(big.Rat).Mul(s.rate, big.NewRat(tick, 1e9))
 		slack := new(big.Rat).Add(q, new(big.Rat).Mul(s.rate, big.NewRat(2*(tick-1), 1e9)))
@@ -208,6 +208,9 @@ func FuzzSkew(f *testing.F) {
 			slack.Add(slack, tickRefill)
 		} else {
 			slack.Add(slack, q)
+		}
+		if tick > 1 {
+			slack.Add(slack, q).Add(slack, tickRefill)
 		}
 		slackTime := new(big.Rat).Quo(slack, s.rate) // seconds of refill it amounts to
 		fullAfter := fill + ceilNanos(slackTime) + 1 // refills any bucket to full
@@ -417,13 +420,17 @@ func FuzzSkew(f *testing.F) {
 				t.Fatalf("P1: engine tokens %v out of [0, burst]: %s", f64(engineTokens), where())
 			}
 			// P11: the waits name the first instants that have the tokens,
-			// counted from the call's time as clamped to ±2^62 ns.
+			// counted from the call's time as clamped to ±2^62 ns. With
+			// ticks above 1 ns a call inside a tick in which the bucket
+			// fills is decided as at a later boundary, so its waits may be
+			// later than the first instant (never earlier).
+			exactWaits := tick == 1
 			from := timeAt(ns)
 			if ok && c.Sign() > 0 && !d.Allowed && d.RetryAfter < engine.InfDuration-1 && ns+int64(d.RetryAfter) < timeBound {
 				if got := milli(e.TokensAt(from.Add(d.RetryAfter), key)); got.Cmp(c) < 0 {
 					t.Fatalf("P11: only %v tokens RetryAfter later: %s", f64(got), where())
 				}
-				if got := milli(e.TokensAt(from.Add(d.RetryAfter-1), key)); got.Cmp(c) >= 0 {
+				if got := milli(e.TokensAt(from.Add(d.RetryAfter-1), key)); exactWaits && got.Cmp(c) >= 0 {
 					t.Fatalf("P11: already %v tokens 1 ns before RetryAfter: %s", f64(got), where())
 				}
 			}
@@ -431,7 +438,7 @@ func FuzzSkew(f *testing.F) {
 				if got := e.TokensAt(from.Add(d.ResetAfter), key); got != burst {
 					t.Fatalf("P11: %v tokens ResetAfter later, want full: %s", got, where())
 				}
-				if got := e.TokensAt(from.Add(d.ResetAfter-1), key); got == burst {
+				if got := e.TokensAt(from.Add(d.ResetAfter-1), key); exactWaits && got == burst {
 					t.Fatalf("P11: full 1 ns before ResetAfter: %s", where())
 				}
 			}
