@@ -135,6 +135,7 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 			if p := published.Load(); p >= 0 {
 				evictions.Add(int64(swept.SweepAt(time.Unix(0, p))))
 			}
+			runtime.Gosched() // one sweep per turn at GOMAXPROCS=1
 		}
 	})
 	got := make([]engine.Decision, ops)
@@ -173,6 +174,7 @@ func sweepUntilStopped(e *engine.Engine, at time.Time) (stop func()) {
 				return
 			default:
 				e.SweepAt(at)
+				runtime.Gosched()
 			}
 		}
 	})
