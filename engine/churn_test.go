@@ -16,12 +16,12 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// P17: with keys that come and go (every round a new set of 100,000 keys,
+// P17: with keys that come and go (every round a new set of 50,000 keys,
 // then a sweep once they have refilled) the table holds nothing after each
 // sweep and the heap stays at the first round's level: evicted buckets and
 // their keys are freed, and indexes are reused, not grown, across rounds.
 func TestChurnKeepsMemoryBounded(t *testing.T) {
-	const keys, rounds = 100_000, 6
+	const keys, rounds = 50_000, 4
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 1, Shards: 64})
 	var firstPeak uint64
 	now := time.Duration(0)
