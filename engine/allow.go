@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
@@ -43,7 +44,12 @@ func (e *Engine) AllowN(key string, n float64) Decision {
 // A new key's bucket starts full. n == 0 peeks: allowed, nothing taken, no
 // bucket created. n > Burst, n < 0, NaN and infinities are denied with
 // RetryAfter InfDuration and change nothing. A denied call changes nothing
-// either, so polling a drained bucket does not delay its refill.
+// either, so polling a drained bucket does not delay its refill. (One
+// exception keeps packed timestamps inside the horizon: a peek or denial on a
+// bucket last updated more than half of Precision().Horizon before the
+// engine's newest update rewrites it with the tokens it refilled to, stamped
+// at the call's time, as a sweep does; a later call with an earlier time then
+// counts from that call.)
 //
 // On a key that has a bucket AllowAt takes no lock and allocates nothing.
 func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
@@ -129,7 +135,19 @@ func (e *Engine) wait(at int64, have, need uint64, ns int64) time.Duration {
 	}
 	l := e.layout
 	k := l.TicksUntil(at, have, need)
-	return max(0, time.Duration(l.Nanos(at+int64(k))-clampNanos(ns)))
+	return since(ns, l.Nanos(at+int64(k)))
+}
+
+// since returns the wait from ns until the instant until (both in ns since
+// the epoch), at least 0. ns is clamped to ±2^62 first, as every time is; a
+// wait from there to a bucket stamped near +2^62 does not fit a Duration and
+// saturates just short of InfDuration, which means never.
+func since(ns, until int64) time.Duration {
+	from := clampNanos(ns)
+	if from < 0 && until > math.MaxInt64+from {
+		return InfDuration - 1
+	}
+	return max(0, time.Duration(until-from))
 }
 
 // never is the decision for a cost that no bucket can ever pay.

@@ -76,7 +76,13 @@ func (e *Engine) evictForRoom(now fixedpoint.Instant) bool {
 		e.live.Add(-1)
 		return true
 	}
-	e.noEvictBefore.Store(soonest)
+	// A scan that saw no bucket at all (every live count a reservation not
+	// yet inserted, or an eviction not yet subtracted) proves nothing: a
+	// soonest of MaxInt64 stored here would stop capacity evictions for
+	// good.
+	if soonest != math.MaxInt64 {
+		e.noEvictBefore.Store(soonest)
+	}
 	return false
 }
 
@@ -85,7 +91,7 @@ func (e *Engine) evictForRoom(now fixedpoint.Instant) bool {
 func (e *Engine) capacityWait(tick, ns int64) time.Duration {
 	l := e.layout
 	at := max(e.noEvictBefore.Load(), tick+1)
-	return max(0, time.Duration(l.Nanos(at)-clampNanos(ns)))
+	return since(ns, l.Nanos(at))
 }
 
 // evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at

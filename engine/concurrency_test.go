@@ -136,6 +136,7 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 				evictions.Add(int64(swept.SweepAt(time.Unix(0, p))))
 				sweeps.Add(1)
 			}
+			runtime.Gosched() // one sweep per turn at GOMAXPROCS=1
 		}
 	})
 	got := make([]engine.Decision, ops)
@@ -167,23 +168,31 @@ func TestSweepRacingTakesIsLossless(t *testing.T) {
 	}
 }
 
+// sweepUntilStopped calls e.SweepAt(at) in a loop on another goroutine until
+// the returned function is called; that function waits for the loop to end.
+func sweepUntilStopped(e *engine.Engine, at time.Time) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				e.SweepAt(at)
+				runtime.Gosched()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // Concurrent takes on the same keys as concurrent sweeps: a take that races
 // an eviction is never lost (frozen clock: every admitted take stays spent).
 func TestConcurrentSweepKeepsTakes(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 5, Shards: 2})
 	const keys = 32
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				e.SweepAt(t0)
-			}
-		}
-	})
+	stopSweeping := sweepUntilStopped(e, t0)
 	var admitted [keys]atomic.Int64
 	var takers sync.WaitGroup
 	for g := range 4 {
@@ -198,8 +207,7 @@ func TestConcurrentSweepKeepsTakes(t *testing.T) {
 		})
 	}
 	takers.Wait()
-	close(stop)
-	wg.Wait()
+	stopSweeping()
 	for k := range keys {
 		if got := admitted[k].Load(); got != 5 {
 			t.Errorf("key %d: admitted %d at a frozen clock, want exactly the burst 5", k, got)

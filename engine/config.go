@@ -81,7 +81,7 @@ func (c *Config) layout() (*fixedpoint.Layout, error) {
 	fill := new(big.Rat).Quo(new(big.Rat).SetFloat64(b), new(big.Rat).SetFloat64(r))
 	if fill.Cmp(big.NewRat(maxFillSeconds, 1)) > 0 {
 		f, _ := fill.Float64()
-		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %.6g s", f)
+		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %v s", f)
 	}
 	l, err := fixedpoint.NewLayout(capacity, r)
 	if err != nil {

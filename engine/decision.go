@@ -14,6 +14,8 @@ type Decision struct {
 	// RetryAfter is 0 when allowed; otherwise the wait after which the same
 	// request would be allowed if nothing else touched the bucket, rounded up
 	// to the engine's tick (never early); InfDuration if it can never be.
+	// A wait too long for a Duration (from a time near -146 years to a
+	// bucket stamped near +146 years) saturates at InfDuration-1.
 	RetryAfter time.Duration
 	// ResetAfter is the wait until the bucket is full again, if nothing else
 	// touches it.

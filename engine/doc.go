@@ -40,9 +40,11 @@
 // Tokens are counted in thousandths and time in ticks of 1 ns or more
 // (Precision). Every rounding denies rather than admits: the engine never
 // admits a request that an exact, real-number token bucket would deny, and it
-// trails that exact bucket by less than 0.002 token plus two ticks of refill,
-// however many requests are made; with 1 ns ticks (any Burst up to 268,435)
-// that is 0.002 token. See package fixedpoint for the layout and the bound.
+// trails that exact bucket by less than 0.002 token plus the larger of 0.001
+// token and one tick's refill plus three ticks of refill, however many
+// requests are made; with 1 ns ticks (any Burst up to 268,435) it is less
+// than 0.002 token up to 1e6 tokens/s, and 0.001 token plus a nanosecond's
+// refill above. See package fixedpoint for the layout and the exact bound.
 //
 // # Memory
 //

@@ -307,9 +307,9 @@ func TestPrecision(t *testing.T) {
 }
 
 // The engine never admits what the exact model denies, and trails it by less
-// than two quanta plus twice (tick-1ns) of refill: the grid's floor and the
-// current time's rounding down to a tick, and, after the bucket was last
-// full, the rounding up of that time and of its quantum boundary. Shadow protocol: the
+// than the bound documented in package fixedpoint: a quantum plus the larger
+// of a quantum and a tick's refill plus 2*(tick-1ns) of refill, and with
+// ticks above 1 ns a quantum and a tick's refill more. Shadow protocol: the
 // model applies the engine's decisions.
 func TestShadowAgainstExactModel(t *testing.T) {
 	for _, tt := range []struct {
@@ -323,7 +323,7 @@ func TestShadowAgainstExactModel(t *testing.T) {
 			e := newEngine(t, engine.Config{Limit: tt.rate, Burst: tt.burst})
 			m := newModel(float64(tt.rate), tt.burst)
 			tick := e.Precision().Tick
-			slack := new(big.Rat).Add(big.NewRat(2, 1000), new(big.Rat).Mul(m.rate, big.NewRat(2*int64(tick-1), 1e9)))
+			slack := trailBound(m.rate, int64(tick))
 			seed := uint64(len(t.Name()))
 			next := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 11 }
 			fill := tt.burst / float64(tt.rate) * 1e9

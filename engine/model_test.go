@@ -65,3 +65,20 @@ func costOf(n float64) *big.Rat {
 func exactTokens(x float64) *big.Rat { return big.NewRat(int64(math.Round(x*1000)), 1000) }
 
 func ratF(x *big.Rat) float64 { f, _ := x.Float64(); return f }
+
+// trailBound is the documented bound on how far the engine trails an exact
+// bucket of rate (tokens/s) with ticks of tick ns (package fixedpoint).
+func trailBound(rate *big.Rat, tick int64) *big.Rat {
+	q := big.NewRat(1, 1000)
+	tickRefill := new(big.Rat).Mul(rate, big.NewRat(tick, 1e9))
+	b := new(big.Rat).Add(q, new(big.Rat).Mul(rate, big.NewRat(2*(tick-1), 1e9)))
+	if tickRefill.Cmp(q) > 0 {
+		b.Add(b, tickRefill)
+	} else {
+		b.Add(b, q)
+	}
+	if tick > 1 {
+		b.Add(b, q).Add(b, tickRefill)
+	}
+	return b
+}

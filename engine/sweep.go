@@ -11,7 +11,8 @@ import (
 // than a quarter of the horizon, one shard at a time, and returns how many it
 // evicted. Eviction is lossless: only full buckets go, and a full bucket is
 // what a new key starts with. A later call with a time before t sees an
-// evicted key as full at t.
+// evicted key as full at t, a renewed one as it was at t, and a new key of
+// the same shard as created no earlier than t.
 //
 // An engine driven by a virtual clock (SweepInterval < 0) must call SweepAt
 // with that clock at least every Precision().Horizon/4 of it; otherwise

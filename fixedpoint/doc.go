@@ -73,12 +73,20 @@
 // waiting times are rounded up to the tick that admits. The engine therefore
 // never admits what an exact bucket (same rate, real-valued tokens) would
 // deny, and for inputs in whole nanoseconds it trails that bucket by less than
-// two quanta plus 2*(tick-1 ns) of refill, however many requests are made:
-// one quantum and tick-1 ns for flooring the current time, one quantum and
-// tick-1 ns for rounding up the time the bucket was last found full. With
-// 1 ns ticks (bursts up to 268,435 tokens) that is 0.002 token at any rate;
-// it grows to 2 tokens at 1e9 tokens/s with 2 ns ticks, and to 8190 tokens
-// at a burst of 1e9 and 1e9 tokens/s (4096 ns ticks: a 40-bit token field
+// one quantum, plus the larger of one quantum and one tick's refill, plus
+// 2*(tick-1 ns) of refill, however many requests are made: one quantum and
+// tick-1 ns for flooring the current time; tick-1 ns for rounding the time a
+// bucket was found full up to a tick, and up to a quantum more (or a whole
+// tick more, when a tick refills more than a quantum) to reach the boundary.
+// Ticks longer than 1 ns add one quantum and one tick's refill: a bucket that
+// fills within the tick of a call (after its floored time, by the call's real
+// time) keeps the count it had at the floor, stamped at the boundary.
+//
+// With 1 ns ticks (bursts up to 268,435 tokens) that is 0.002 token up to 1e6
+// tokens/s and 0.001 token plus 1 ns of refill above (1 token at 1e9
+// tokens/s, if the rate is not a whole number of quanta per nanosecond); it
+// grows to 6 tokens at 1e9 tokens/s with 2 ns ticks, and to 16,382 tokens at
+// a burst of 1e9 and 1e9 tokens/s (4096 ns ticks: a 40-bit token field
 // leaves 24 bits of time, and the horizon must stay above a minute).
 //
 // Times beyond ±2^62 ns (±146 years) from the epoch are clamped; every bucket

@@ -228,3 +228,47 @@ func TestNewLayoutRejects(t *testing.T) {
 		}
 	}
 }
+
+// A bucket stored full stays at its stored tick for any time not later:
+// Boundary is not idempotent (the tick where the grid steps is rarely on a
+// whole quantum), so taking it again would move the bucket a quantum later on
+// every call made before that tick. Found by FuzzSkew.
+func TestStoredFullTickIsKept(t *testing.T) {
+	l := mustLayout(t, 178, 108) // 0.000108 quanta per ns: steps at 9260, 18519, ...
+	if b := l.Boundary(1); b != 9260 || l.Boundary(b) != 18519 {
+		t.Fatalf("Boundary(1) = %d, Boundary of that = %d; want 9260, 18519", b, l.Boundary(b))
+	}
+	w := l.Full(1, 0)
+	for _, now := range []Instant{{0, 0}, {1, 1}, {9259, 9259}} {
+		if _, at, tokens := l.Advance(w, 0, now); at != 9260 || tokens != l.Capacity {
+			t.Errorf("Advance(full at 9260, now %v) = at %d, %d quanta; want 9260, full", now, at, tokens)
+		}
+	}
+	// From the stored tick on, the grid is past its quantum: the next one.
+	for _, now := range []Instant{{9259, 9260}, {9260, 9260}, {9260, 9261}} {
+		if _, at, _ := l.Advance(w, 0, now); at != 18519 {
+			t.Errorf("Advance(full at 9260, now %v) = at %d, want the next boundary 18519", now, at)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 3000 {
+		l, _, _ := randomLayout(rng)
+		x := rng.Int64N(1<<40) - 1<<39
+		b := l.FullTick(x, math.MinInt64)
+		if b != l.Boundary(x) || l.FullTick(b, b) != l.Boundary(b) {
+			t.Fatalf("FullTick(%d) = %d, FullTick of that %d; want the boundaries", x, b, l.FullTick(b, b))
+		}
+		if b > x && (l.FullTick(x, b) != b || l.FullTick(b-1, b) != b) {
+			t.Fatalf("FullTick(%d or %d, known %d) = %d, %d; want it kept", x, b-1, b, l.FullTick(x, b), l.FullTick(b-1, b))
+		}
+		// Kept only where it is conservative: a time before b is credited
+		// no more than b's grid count.
+		if b > x && grid(l, b).Cmp(grid(l, b-1)) <= 0 {
+			t.Fatalf("Boundary(%d) = %d is not where the grid steps", x, b)
+		}
+		w := l.Pack(b, l.Capacity)
+		if _, at, _ := l.Advance(w, b, Instant{b - 1, b - 1}); at != b {
+			t.Fatalf("Advance moved a bucket stored full at %d to %d for a time before it", b, at)
+		}
+	}
+}

@@ -110,8 +110,10 @@ func (l *Layout) TicksUntil(at int64, have, need uint64) uint64 {
 	return l.ticksFor(need-have, l.phase(at))
 }
 
-// Boundary returns the first tick at or after tick at which the grid is on a
-// whole quantum (phase 0).
+// Boundary returns the first tick at or after tick at whose grid count
+// reaches at's exact refill, ceil(at*rate) quanta: at itself if the grid is on
+// a whole quantum there (phase 0), else the tick at which the grid next steps
+// (whose phase is rarely 0, so Boundary of that tick is a quantum later).
 //
 // A full bucket is stored at this tick rather than at the tick it was found
 // full. The grid's fraction of a quantum that had accrued at that tick belongs
@@ -129,16 +131,37 @@ func (l *Layout) Boundary(at int64) int64 {
 	return at + int64(l.ticksFor(1, p))
 }
 
-// Full returns the word of a bucket found full at tick ceil (a time rounded
-// up): it is stored at the Boundary at or after ceil.
-func (l *Layout) Full(ceil int64) Word { return l.Pack(l.Boundary(ceil), l.Capacity) }
+// FullTick returns the tick at which a bucket found full at tick ceil (a time
+// rounded up) is stored, given known, a tick at which it was already stored
+// (or evicted) full: known if ceil is before it, else the Boundary at or
+// after ceil.
+//
+// known came from Boundary, which returns the tick where the grid first
+// reaches a quantum, rarely one exactly on it. A time before known is
+// credited no more than known's grid count, so known stands; applied to known
+// again, Boundary would move the bucket another quantum's refill later, and
+// repeated calls before known would each trail an exact bucket by one quantum
+// more. At known itself the grid may be past its last whole quantum, so a
+// time from known on takes its own Boundary.
+func (l *Layout) FullTick(ceil, known int64) int64 {
+	if ceil < known {
+		return known
+	}
+	return l.Boundary(ceil)
+}
+
+// Full returns the word of a bucket found full at tick ceil, and known to be
+// full at tick known (see FullTick; any tick at or before ceil if nothing is
+// known).
+func (l *Layout) Full(ceil, known int64) Word { return l.Pack(l.FullTick(ceil, known), l.Capacity) }
 
 // Advance returns the state of w at now: last is the resolved tick of w's
 // update, at = max(last, now.Tick) is the tick the state is taken at, and
 // tokens the refilled count, at most Capacity. A bucket found full is taken
-// at the Boundary at or after max(at, now.Ceil) instead. A now before last
+// at FullTick(now.Ceil, last) instead, and one that fills within now's tick
+// (now.Tick < now.Ceil) keeps its count but is taken at Boundary(now.Ceil). A now before last
 // counts as last: an earlier time never adds tokens and never moves a bucket
-// back.
+// back, nor forward if it was stored full.
 func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens uint64) {
 	last = l.Resolve(w, ref)
 	tokens = l.Tokens(w)
@@ -149,7 +172,16 @@ func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens
 		tokens = min(tokens+l.Credit(last, elapsed), l.Capacity)
 	}
 	if tokens == l.Capacity {
-		at = l.Boundary(max(at, now.Ceil))
+		// A word is stored full only at a tick FullTick returned; if it
+		// was not full, now.Ceil >= now.Tick = at > last.
+		at = l.FullTick(now.Ceil, last)
+	} else if now.Ceil > at && l.Capacity-tokens <= l.Credit(at, uint64(now.Ceil-at)) {
+		// The call lies inside tick at, and the bucket fills before that
+		// tick ends: at the call's real time it may be full already, and a
+		// refill counted from at would credit again what the cap discarded.
+		// The count stands (decisions are taken on it) but is stamped where
+		// the grid has the bucket full.
+		at = l.Boundary(now.Ceil)
 	}
 	return last, at, tokens
 }

@@ -6,9 +6,10 @@ import (
 )
 
 // spec is the reference token bucket, built from the documentation of
-// package engine and nothing else. Tokens are exact rationals; time is
-// nanoseconds since the engine's epoch (the first time it was given),
-// clamped to ±2^62 as documented.
+// package engine and nothing else. The rate is its float64's exact value,
+// the burst the multiple of 0.001 nearest its float64. Tokens are exact
+// rationals; time is nanoseconds since the engine's epoch (the first time it
+// was given), clamped to ±2^62 as documented.
 //
 //   - A bucket starts full; tokens grow by rate per second, capped at burst.
 //   - A time before the bucket's last update counts as that update.
@@ -30,7 +31,7 @@ type specBucket struct {
 func newSpec(rate, burst float64) *spec {
 	return &spec{
 		rate:    new(big.Rat).SetFloat64(rate),
-		burst:   new(big.Rat).SetFloat64(burst),
+		burst:   milli(burst), // the multiple of 0.001 the float64 stands for
 		buckets: map[string]*specBucket{},
 	}
 }

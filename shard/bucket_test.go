@@ -9,7 +9,7 @@ import (
 
 func TestTakeOnTombIsNotLive(t *testing.T) {
 	l := layout(t)
-	b := newBucket("k", uint64(l.Full(0)))
+	b := newBucket("k", uint64(l.Full(0, 0)))
 	var ref Ref
 	if _, live := b.Take(l, &ref, fixedpoint.Instant{}, 1000); !live {
 		t.Fatal("live bucket reported dead")

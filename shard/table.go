@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,9 @@ type Shard struct {
 	// watermark is the latest tick at which a bucket of this shard was
 	// evicted. New buckets start at no earlier tick, so that a caller whose
 	// time is older than an eviction sees the full bucket the eviction saw,
-	// as if the evicted bucket were still there.
+	// as if the evicted bucket were still there. It is math.MinInt64 until
+	// the first eviction: a new bucket at a time before the epoch (a
+	// caller's clock read before the first call) starts at that time.
 	watermark atomic.Int64
 	// cursor is where the next capacity eviction scan of this shard starts;
 	// guarded by mu.
@@ -64,6 +67,7 @@ func NewTable(n int, seed uint64) *Table {
 	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed, keyHash: Hash}
 	for i := range t.shards {
 		t.shards[i].index.Store(newIndex(0))
+		t.shards[i].watermark.Store(math.MinInt64)
 	}
 	return t
 }
@@ -118,7 +122,7 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoin
 		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
 		s.index.Store(ix)
 	}
-	b = newBucket(key, uint64(l.Full(max(now.Ceil, s.watermark.Load()))))
+	b = newBucket(key, uint64(l.Full(now.Ceil, s.watermark.Load())))
 	ix.insert(m, b)
 	return b, true
 }

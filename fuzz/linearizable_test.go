@@ -1,0 +1,334 @@
+package fuzz
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// The histories below run at 1000 tokens/s on a clock counted in whole
+// microseconds: one quantum (0.001 token) per microsecond, so the engine's
+// fixed-point bucket and the integer bucket of linModel agree exactly, and a
+// history is linearizable or not with no rounding slack to argue about.
+const (
+	linRate  = 1000.0
+	linBurst = 5.0
+	linCap   = int64(linBurst * 1000) // quanta
+)
+
+// linInput is one operation on one key: a take of cost quanta at t (µs since
+// the epoch), or, for sweep, that key's part of a SweepAt(t).
+type linInput struct {
+	key   string
+	t     int64
+	cost  int64
+	sweep bool
+}
+
+// linOutput is what a take returned, in quanta and nanoseconds.
+type linOutput struct {
+	allowed          bool
+	remaining        int64
+	retry, resetWait int64
+}
+
+// linState is one key's bucket: quanta at last (µs). A key without a bucket
+// (live false) is full; last is then the time of its eviction, before which
+// no new bucket of the key starts (MinInt64 if it never had one).
+type linState struct {
+	quanta, last int64
+	live         bool
+}
+
+func (s linState) level(t int64) (quanta, at int64) {
+	if t <= s.last {
+		return s.quanta, s.last
+	}
+	if s.quanta == linCap || t-s.last >= linCap {
+		return linCap, t
+	}
+	return min(linCap, s.quanta+t-s.last), t
+}
+
+// linStep is the sequential specification of one key, written from the
+// engine's documentation: a time before the last update counts as that
+// update; a take admits iff the bucket holds the cost, and only then changes
+// it; a peek (cost 0) changes nothing; RetryAfter and ResetAfter are the
+// exact waits from the caller's time (ResetAfter 0 when full); a sweep at t
+// evicts the bucket iff it is full at t and t is not before its last update,
+// and a new bucket starts no earlier than the eviction.
+func linStep(s linState, in linInput) (linState, linOutput) {
+	level, at := s.level(in.t)
+	if in.sweep {
+		if s.live && in.t >= s.last && level == linCap {
+			return linState{linCap, in.t, false}, linOutput{}
+		}
+		return s, linOutput{}
+	}
+	out := linOutput{remaining: level}
+	switch {
+	case in.cost == 0:
+		out.allowed = true
+	case level >= in.cost:
+		out.allowed = true
+		out.remaining = level - in.cost
+		s = linState{out.remaining, at, true}
+	default:
+		out.retry = 1000 * (at + in.cost - level - in.t)
+	}
+	if out.remaining < linCap {
+		out.resetWait = 1000 * (at + linCap - out.remaining - in.t)
+	}
+	return s, out
+}
+
+var linModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(linInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		parts := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, byKey[k])
+		}
+		return parts
+	},
+	Init: func() any { return linState{linCap, math.MinInt64, false} },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(linInput)
+		next, want := linStep(state.(linState), in)
+		return in.sweep || want == output.(linOutput), next
+	},
+	Hash: func(state any) uint64 {
+		s := state.(linState)
+		h := uint64(s.quanta)*0x9e3779b97f4a7c15 ^ uint64(s.last)
+		if s.live {
+			h = ^h
+		}
+		return h
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(linInput)
+		if in.sweep {
+			return fmt.Sprintf("sweep(%s, t=%dµs)", in.key, in.t)
+		}
+		o := output.(linOutput)
+		return fmt.Sprintf("take(%s, t=%dµs, cost=%d) -> %v rem=%d retry=%dns reset=%dns", in.key, in.t, in.cost, o.allowed, o.remaining, o.retry, o.resetWait)
+	},
+	DescribeState: func(state any) string {
+		s := state.(linState)
+		return fmt.Sprintf("%d quanta at %dµs (live %v)", s.quanta, s.last, s.live)
+	},
+}
+
+// linKeys returns n keys that fall in n different shards of a table of the
+// given size. A sweep that evicts a bucket raises its shard's watermark, the
+// tick before which no new bucket of that shard starts (so that a caller
+// older than an eviction sees the key as full at the eviction's time); with
+// one key per shard that effect stays within the key's own history, which is
+// what a per-key specification can describe.
+func linKeys(n, shards int) []string {
+	tab := shard.NewTable(shards, 0)
+	taken := map[int]bool{}
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprint("key-", i)
+		if s := tab.ShardOf(shard.Hash(k)); !taken[s] {
+			taken[s] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// linHistory runs clients goroutines of ops takes each on keys (and, with
+// sweeps, one goroutine calling SweepAt in a loop) and records the history.
+// Each take reads the shared virtual clock and then, sometimes after
+// yielding, calls AllowAt: so calls arrive with times out of order, as from
+// goroutines that read time.Now before a slow path. frozen pins the clock.
+func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine.Operation {
+	const shards = 64
+	e, err := engine.New(engine.Config{Limit: linRate, Burst: linBurst, Shards: shards, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	base := time.Unix(1_700_000_000, 0)
+	e.TokensAt(base, "") // sets the epoch: times are µs since base
+	keys := linKeys(8, shards)
+
+	var clock atomic.Int64 // µs since base
+	var seq atomic.Int64   // real-time order of calls and returns
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	record := func(ops []porcupine.Operation) {
+		mu.Lock()
+		history = append(history, ops...)
+		mu.Unlock()
+	}
+	var done atomic.Bool
+	var wg, takers sync.WaitGroup
+	if sweeps {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(clients), 99))
+			var last int64
+			for !done.Load() {
+				if seq.Load() < last+100 {
+					runtime.Gosched() // about one sweep per 50 takes
+					continue
+				}
+				last = seq.Load()
+				// Sometimes behind the callers' times, sometimes ahead.
+				at := max(0, clock.Load()+int64(rng.IntN(200))-100)
+				call := seq.Add(1)
+				e.SweepAt(base.Add(time.Duration(at) * time.Microsecond))
+				ret := seq.Add(1)
+				part := make([]porcupine.Operation, len(keys))
+				for i, k := range keys {
+					part[i] = porcupine.Operation{ClientId: clients, Input: linInput{key: k, t: at, sweep: true}, Call: call, Return: ret}
+				}
+				record(part)
+				runtime.Gosched()
+			}
+		})
+	}
+	for c := range clients {
+		takers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), uint64(ops)))
+			mine := make([]porcupine.Operation, 0, ops)
+			for range ops {
+				var now int64
+				switch {
+				case frozen:
+				case rng.IntN(300) == 0:
+					now = clock.Add(linCap + 1000) // everyone idle: buckets refill, sweeps evict
+				default:
+					now = clock.Add(int64(rng.IntN(40)))
+				}
+				if rng.IntN(4) == 0 {
+					runtime.Gosched() // others move the clock on before this call lands
+				}
+				in := linInput{key: keys[rng.IntN(len(keys))], t: now}
+				switch rng.IntN(8) {
+				case 0:
+					in.cost = 0
+				case 1:
+					in.cost = int64(rng.IntN(int(linCap))) + 1
+				case 2:
+					in.cost = int64(rng.IntN(1000)) + 1
+				default:
+					in.cost = 1000 * int64(1+rng.IntN(2))
+				}
+				call := seq.Add(1)
+				d := e.AllowAt(base.Add(time.Duration(now)*time.Microsecond), in.key, float64(in.cost)/1000)
+				ret := seq.Add(1)
+				out := linOutput{d.Allowed, int64(math.Round(d.Remaining * 1000)), int64(d.RetryAfter), int64(d.ResetAfter)}
+				mine = append(mine, porcupine.Operation{ClientId: c, Input: in, Output: out, Call: call, Return: ret})
+			}
+			record(mine)
+		})
+	}
+	takers.Wait()
+	done.Store(true)
+	wg.Wait()
+	if sweeps && e.Stats().Evicted == 0 {
+		t.Error("no sweep evicted anything: the history does not exercise eviction")
+	}
+	return history
+}
+
+// checkLinearizable fails t unless every key's history is linearizable with
+// respect to linStep. On failure it writes porcupine's visualisation to a
+// temporary file and names it.
+func checkLinearizable(t *testing.T, history []porcupine.Operation) {
+	t.Helper()
+	res, info := porcupine.CheckOperationsVerbose(linModel, history, time.Minute)
+	if res == porcupine.Ok {
+		return
+	}
+	if f, err := os.CreateTemp("", "faucet-linearizability-*.html"); err == nil {
+		if porcupine.Visualize(linModel, info, f) == nil {
+			t.Logf("visualisation: %s", f.Name())
+		}
+		f.Close()
+	}
+	t.Fatalf("history of %d operations: %v, want linearizable", len(history), res)
+}
+
+// P14: per-key histories of concurrent AllowAt (out-of-order times, mixed
+// and fractional costs, peeks) and SweepAt are linearizable with respect to
+// the sequential specification: every call's outcome, Remaining, RetryAfter
+// and ResetAfter included, is that of some order of the calls consistent
+// with real time.
+func TestLinearizable(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		frozen, sweeps bool
+	}{
+		{"clock=moving/sweeps=off", false, false},
+		{"clock=moving/sweeps=on", false, true},
+		{"clock=frozen/sweeps=off", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			history := linHistory(t, 4, 2500, tt.frozen, tt.sweeps)
+			checkLinearizable(t, history)
+		})
+	}
+}
+
+// The checker is not vacuous: histories that no order of the calls explains
+// are rejected.
+func TestLinearizableRejects(t *testing.T) {
+	take := func(client int, call, ret, at, cost int64, allowed bool, remaining int64) porcupine.Operation {
+		in := linInput{key: "k", t: at, cost: cost}
+		_, out := linStep(linState{remaining + cost, at, true}, in) // the waits of the claimed outcome
+		out.allowed, out.remaining = allowed, remaining
+		if allowed {
+			out.retry = 0
+		}
+		return porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	for _, tt := range []struct {
+		name    string
+		history []porcupine.Operation
+	}{
+		// A lost update: two overlapping takes both see the full bucket.
+		{"double spend", []porcupine.Operation{
+			take(0, 1, 4, 0, linCap, true, 0),
+			take(1, 2, 3, 0, linCap, true, 0),
+		}},
+		// An earlier time must not be credited again after a later one.
+		{"backward time mints", []porcupine.Operation{
+			take(0, 1, 2, 100, linCap, true, 0),
+			take(0, 3, 4, 50, 1, true, 49),
+		}},
+		// An eviction of a bucket that was not full.
+		{"lossy eviction", []porcupine.Operation{
+			take(0, 1, 2, 0, 3000, true, 2000),
+			{ClientId: 1, Input: linInput{key: "k", t: 10, sweep: true}, Call: 3, Return: 4},
+			take(0, 5, 6, 10, linCap, true, 0),
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if porcupine.CheckOperations(linModel, tt.history) {
+				t.Error("a non-linearizable history was accepted")
+			}
+		})
+	}
+}
