@@ -144,7 +144,7 @@ func newRue(t testing.TB, addrs ...string) rueidis.Client {
 // newGoRedis returns a go-redis client for addr, closed at cleanup.
 func newGoRedis(t testing.TB, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -193,4 +193,9 @@ func startCluster(t testing.TB) []*server {
 		}
 	}
 	return nodes
+}
+
+// newGoRedisNoT is a go-redis client without test cleanup, for probes.
+func newGoRedisNoT(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 }
