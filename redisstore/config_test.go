@@ -103,4 +103,3 @@ func TestUnitsStayExact(t *testing.T) {
 	}
 	t.Logf("worst relative rate error over %d configurations: %.3g", len(cases), worst)
 }
-
