@@ -25,7 +25,10 @@ end
 -- quotient and remainder apart so that nothing reaches 2^53.
 local function muldiv(a, b, d)
   if a * b < TWO53 then return divmod(a * b, d) end
-  if a < b then a, b = b, a end
+  -- Loop over the smaller factor's bits. (A temporary rather than
+  -- "a, b = b, a": some Lua implementations, miniredis's among them,
+  -- assign the second from the first's new value.)
+  if a < b then local t = a; a = b; b = t end
   local aq, ar = divmod(a, d)
   local h = 1
   while h + h <= b do h = h + h end
