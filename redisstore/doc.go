@@ -38,32 +38,41 @@
 //
 // Lua numbers are float64, exact for integers below 2^53, and Redis turns
 // them into integer replies by truncation. The scripts therefore work only in
-// integers below 2^53:
+// integers below 2^53, never through tostring:
 //
 //   - tokens in quanta of 0.001 token, as the engine (capacity at most 1e12);
 //   - time in microseconds since the Unix epoch, the resolution of TIME
 //     (about 2^50.6 today);
-//   - the rate as a fraction p/q quanta per microsecond, with
-//     capacity*q + 2*2^43 < 2^53 and p <= 2^43, so that a whole fill's
-//     refill (at most capacity*q + p) plus a phase below q, and 1000 times a
-//     remainder below p, stay exact.
+//   - the rate as a fraction p/q quanta per microsecond, p and q below 2^52;
+//   - waits as whole microseconds plus nanoseconds (0 to 1000), rounded up,
+//     so that a wait of a year (3.2e16 ns) needs no integer above 2^53.
+//
+// A product that could reach 2^53 (elapsed time times p, a phase) is formed
+// by doubling with quotient and remainder kept apart, so every quotient the
+// scripts compute is at most a whole fill's refill (1e12 quanta) or a fill
+// time (3.2e13 microseconds). Usual configurations never take that slow
+// path: their p*q is below 2^53.
 //
 // Refill follows the engine's grid: G(t) = floor(t*p/q) quanta at microsecond
-// t, with the phase t*p mod q computed by modular multiplication, so
-// fractional quanta are never dropped between updates; a bucket found full
-// is stamped at the grid's next whole quantum; waits are returned as whole
-// microseconds plus nanoseconds, rounded up. Every rounding denies.
+// t, counted from the Unix epoch, credited by differences of G, so no
+// fraction of a quantum is dropped between updates; a bucket found full is
+// stamped at the grid's next whole quantum; every rounding denies.
 //
-// When the configured rate is such a fraction (Limiter.Exact) the store
-// makes the engine's decisions exactly. That holds for every rate that is a
-// multiple of 0.001 tokens per second with a q that fits, for example any
-// such rate with a Burst up to about 9,000 tokens, and integer rates up to
-// Bursts near 9e6. Otherwise the rate is the closest fraction below it that
-// fits, a relative error below 1/p. For Bursts up to 268,435 (the engine's
-// 1 ns tick) and rates up to 1000 tokens per second, an exact Limiter and an
-// engine given the same times (with the engine's epoch on a whole second)
-// return identical Decisions; the tests check this on random operation
-// streams.
+// When the configured float64 rate divided by 1000 is such a fraction
+// (Limiter.Exact: integers, and most rates with a few binary places) the
+// store is the engine's arithmetic exactly. Otherwise the rate is the closest
+// fraction below it with q at most sqrt(2^53/r) (so that p*q stays below
+// 2^53), less than 1e-11 of the rate below it; decimal rates such as 0.1 or
+// 123.456 land on their decimal value. For Bursts up to 268,435 (the
+// engine's 1 ns tick) and rates up to 1000 tokens per second, the store and
+// an engine given the same times, with an epoch where both grids are on a
+// whole quantum, return identical Decisions; the tests check this on random
+// operation streams, decimal rates included.
+//
+// The one place they part: a bucket's key expires when it is full, and Redis
+// forgets it; if the server's clock then steps back before that instant, the
+// bucket is full, as it was at the later reading, where the engine, which
+// keeps the bucket's time, would still be refilling it.
 //
 // # Several buckets
 //
