@@ -118,17 +118,24 @@ func replay(t *testing.T, l *Limiter, cfg Config, rng *rand.Rand, ops int, advan
 	return allowed, denied
 }
 
+// equivLimiter is a Limiter for cfg under prefix, with a deadline that a
+// loaded machine does not reach.
+func equivLimiter(t *testing.T, c rueidis.Client, cfg Config, prefix string) *Limiter {
+	t.Helper()
+	cfg.Prefix, cfg.Timeout = prefix, 10*time.Second
+	l, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func TestEquivalenceRealServer(t *testing.T) {
 	s := startRedis(t)
 	c := newRue(t, s.addr())
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
-			cfg.Prefix = fmt.Sprintf("eq%d:", i)
-			cfg.Timeout = 10 * time.Second
-			l, err := New(c, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := equivLimiter(t, c, cfg, fmt.Sprintf("eq%d:", i))
 			rng := rand.New(rand.NewPCG(1, uint64(i)))
 			allowed, denied := replay(t, l, cfg, rng, 300, func() {
 				// Mostly back to back; sometimes long enough for fast
@@ -165,12 +172,7 @@ func TestEquivalenceVirtualClock(t *testing.T) {
 	m, c := miniRue(t)
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
-			cfg.Prefix = fmt.Sprintf("vq%d:", i)
-			cfg.Timeout = 10 * time.Second
-			l, err := New(c, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := equivLimiter(t, c, cfg, fmt.Sprintf("vq%d:", i))
 			now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7919 * time.Microsecond)
 			m.SetTime(now)
 			horizon := engineHorizon(t, cfg)

@@ -12,14 +12,19 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// The examples run against miniredis, an in-process Redis, so that they need
-// no server; in production the client points at Redis or Valkey.
-func Example() {
+// server starts miniredis, an in-process Redis whose clock stands still, so
+// that the examples need no server and print the same every time; in
+// production the client points at Redis or Valkey.
+func server() (rueidis.Client, func()) {
 	srv, _ := miniredis.Run()
-	defer srv.Close()
-	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a clock that stands still
+	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	client, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true})
-	defer client.Close()
+	return client, func() { client.Close(); srv.Close() }
+}
+
+func Example() {
+	client, stop := server()
+	defer stop()
 
 	l, err := redisstore.New(client, redisstore.Config{Limit: 1, Burst: 3})
 	if err != nil {
@@ -42,11 +47,8 @@ func Example() {
 // AllowAll over a user's bucket and its tenant's: keys with one hash tag
 // share a Redis Cluster slot, so the call is one atomic script.
 func ExampleLimiter_AllowAll() {
-	srv, _ := miniredis.Run()
-	defer srv.Close()
-	srv.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a clock that stands still
-	client, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true})
-	defer client.Close()
+	client, stop := server()
+	defer stop()
 
 	users, _ := redisstore.New(client, redisstore.Config{Limit: 10, Burst: 10, Prefix: "user:"})
 	tenants, _ := redisstore.New(client, redisstore.Config{Limit: 1, Burst: 2, Prefix: "tenant:"})
