@@ -178,7 +178,7 @@ func TestEquivalenceVirtualClock(t *testing.T) {
 			horizon := engineHorizon(t, cfg)
 			fill := time.Duration(cfg.Burst / float64(cfg.Limit) * 1e9)
 			rng := rand.New(rand.NewPCG(2, uint64(i)))
-			replay(t, l, cfg, rng, 2000, func() {
+			replay(t, l, cfg, rng, 1200, func() {
 				var d time.Duration
 				switch rng.IntN(10) {
 				case 0: // back in time, less than the sweep's lag
@@ -280,7 +280,7 @@ func allowAllEquivalence(t *testing.T, keys []string) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var allowedCalls, deniedCalls int
-	for op := range 3000 {
+	for op := range 2000 {
 		// Up to three takes on distinct (Limiter, key) buckets.
 		n := 1 + rng.IntN(3)
 		var takes []Take

@@ -1,9 +1,11 @@
 package redisstore
 
-// The scripts keep one hash per bucket with two integer fields: "a", the
-// microsecond (Redis TIME, since the Unix epoch) the bucket was last updated
-// at, and "t", the quanta (thousandths of a token) it held then. A missing
-// key is a full bucket. All arithmetic is on Lua numbers (float64) holding
+// The scripts keep one string per bucket, two integers: the microsecond
+// (Redis TIME, since the Unix epoch) the bucket was last updated at, and the
+// quanta (thousandths of a token) it held then. A missing key is a full
+// bucket. (A string rather than a hash: GET and SET with PX are two calls
+// from Lua where HMGET, HSET and PEXPIRE were three, a fifth of the script's
+// cost on the server.) All arithmetic is on Lua numbers (float64) holding
 // integers below 2^53; Config.units picks the rate fraction p/q so that every
 // intermediate value stays below that bound (see doc.go, "Units").
 //
@@ -100,20 +102,25 @@ local function wait(at, have, need, now, p, q)
   if nr > 0 then ns = ns + 1 end
   return at - now + k, ns
 end
+-- A bucket is one string, "<tick> <quanta>", both integers written by
+-- string.format's %d (never tostring, whose 14 digits would round them).
 local function load(key)
-  local v = redis.call('HMGET', key, 'a', 't')
-  if v[1] then return tonumber(v[1]), tonumber(v[2]) end
-  return nil, nil
+  local v = redis.call('GET', key)
+  if not v then return nil, nil end
+  local i = string.find(v, ' ', 1, true)
+  return tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
 end
-local function store(key, at, tokens, cap, now, p, q)
+-- store writes a bucket with its time to a full refill (us, ns) as TTL, in
+-- milliseconds rounded up, plus one: Redis measures expiry from its clock
+-- at the command's start, which may lag TIME by up to a millisecond. A
+-- full bucket is a missing key.
+local function store(key, at, tokens, cap, us, ns)
   if tokens >= cap then
     redis.call('DEL', key)
     return
   end
-  redis.call('HSET', key, 'a', at, 't', tokens)
-  local us, ns = wait(at, tokens, cap, now, p, q)
   if ns > 0 then us = us + 1 end
-  redis.call('PEXPIRE', key, ceildiv(us, 1000) + 1)
+  redis.call('SET', key, string.format('%d %d', at, tokens), 'PX', ceildiv(us, 1000) + 1)
 end
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
@@ -150,7 +157,6 @@ for i = 1, n do
   if cost > 0 and tk >= cost then
     tk = tk - cost
     cur[key] = {at, tk}
-    writes[key] = {at, tk, cap, p, q}
     out[o+1] = 1
   elseif cost == 0 then
     out[o+1] = 1
@@ -162,9 +168,13 @@ for i = 1, n do
   out[o+3], out[o+4] = 0, 0
   out[o+5], out[o+6] = wait(at, tk, cap, now, p, q)
   out[o+7] = at
+  if out[o+1] == 1 and cost > 0 then
+    -- A key listed twice is written once, with its last state.
+    writes[key] = {at, tk, cap, out[o+5], out[o+6]}
+  end
 end
 if out[3] == 0 then
-  for key, w in pairs(writes) do store(key, w[1], w[2], w[3], now, w[4], w[5]) end
+  for key, w in pairs(writes) do store(key, w[1], w[2], w[3], w[4], w[5]) end
   return out
 end
 for i = 1, n do
@@ -205,7 +215,9 @@ if last ~= nil then
     if c >= back then back = 0 else back = back - c end
   end
   if back > 0 and tk < cap then
-    store(key, at, math.min(tk + back, cap), cap, now, p, q)
+    tk = math.min(tk + back, cap)
+    local us, ns = wait(at, tk, cap, now, p, q)
+    store(key, at, tk, cap, us, ns)
   end
 end
 return {tonumber(tm[1]), tonumber(tm[2])}
