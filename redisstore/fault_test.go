@@ -201,11 +201,17 @@ func TestDebugSleep(t *testing.T) {
 		}
 		return done
 	}
+	// go-redis honours the deadline too, with ContextTimeoutEnabled.
+	gclosed, err := NewGoRedis(newGoRedis(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "gr:", Timeout: 300 * time.Millisecond, OnFailure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := sleep("3")
 	a, e := tally(closed, "k", 3)
+	ga, ge := tally(gclosed, "k", 3)
 	<-done
-	if a != 0 || e != 3 {
-		t.Fatalf("during a 3 s sleep with a 300 ms deadline: %d allowed, %d errors of 3", a, e)
+	if a != 0 || e != 3 || ga != 0 || ge != 3 {
+		t.Fatalf("during a 3 s sleep with a 300 ms deadline: rueidis %d allowed, %d errors of 3; go-redis %d, %d", a, e, ga, ge)
 	}
 	done = sleep("0.2")
 	a, e = tally(slowOK, "k", 12)
