@@ -14,6 +14,10 @@
 //		// 429, Retry-After: d.RetryAfter
 //	}
 //
+// There is no AllowAt: the server's clock is the only clock, and a time
+// from the caller would let instances with skewed clocks disagree. Tokens
+// observes a bucket without writing.
+//
 // New takes a github.com/redis/rueidis client, which pipelines concurrent
 // calls onto shared connections; NewGoRedis adapts a github.com/redis/go-redis/v9
 // client.
