@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"github.com/faucetgo/faucet/engine"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -282,5 +283,32 @@ func TestBreaker(t *testing.T) {
 	}
 	if st := l.Stats(); breaker != 7 || st.Skipped != 7 || st.StoreErrors != 10 || st.FailedClosed != 10 {
 		t.Fatalf("%d answered by the breaker, stats %+v; want 7 skipped of 10 errors", breaker, st)
+	}
+}
+
+// TestAllowAllOnFailure: when the store fails, an AllowAll answers by the
+// policies of its takes together: any FailClosed take denies the call, the
+// Fallback takes are decided by their local engines all or none, and
+// FailOpen takes are allowed.
+func TestAllowAllOnFailure(t *testing.T) {
+	s := startRedis(t)
+	open, closed, fallback := policies(t, s.addr(), time.Second)
+	s.kill()
+	out := make([]engine.Decision, 2)
+	k, err := open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: closed, Key: "k", N: 1}}, out)
+	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed {
+		t.Fatalf("open+closed: denied %d, %v, %+v; want the closed take denied, nothing allowed", k, err, out)
+	}
+	// The fallback engine holds 5 tokens: four calls of 1 pass with the
+	// open take, then a take of 2 is denied by it.
+	for i := range 4 {
+		k, err = open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 1}}, out)
+		if err == nil || k != -1 || !out[0].Allowed || !out[1].Allowed {
+			t.Fatalf("open+fallback %d: denied %d, %v, %+v", i, k, err, out)
+		}
+	}
+	k, err = open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 2}}, out)
+	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed || out[1].Remaining != 1 {
+		t.Fatalf("open+fallback beyond the share: denied %d, %v, %+v", k, err, out)
 	}
 }
