@@ -3,12 +3,13 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"github.com/faucetgo/faucet/engine"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/engine"
 )
 
 // Faults: what each failure policy answers when Redis dies, stops, sleeps,
