@@ -31,13 +31,16 @@ type counters struct {
 type Stats struct {
 	// Allowed and Denied count the decisions Redis made.
 	Allowed, Denied uint64
-	// StoreErrors counts calls the store failed: errors, timeouts, and calls
-	// the open breaker answered without asking Redis (also in Skipped).
+	// StoreErrors counts takes the store failed to decide (an AllowAll
+	// counts each of its takes in its own Limiter): errors, timeouts, and
+	// those the open breaker answered without asking Redis.
 	StoreErrors uint64
 	// FailedOpen, FailedClosed and Fallback count how the policy answered
 	// those calls: allowed unchecked, denied, or decided by the local engine.
 	FailedOpen, FailedClosed, Fallback uint64
-	// Skipped counts calls answered by the policy while the breaker was open.
+	// Skipped counts scripts this Limiter did not send because its breaker
+	// was open (one per AllowN; an AllowAll's are counted by the Limiter it
+	// was called on).
 	Skipped uint64
 }
 
