@@ -38,6 +38,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	metricsPath     string
 	validate        bool
+	redis           redisFlags
 }
 
 // defaultRules apply when no rules file is given: 5 requests per second per
@@ -56,6 +57,15 @@ Prometheus metrics. SIGHUP, or a change to FILE, reloads the rules; buckets of
 unchanged rules are kept. SIGINT or SIGTERM shuts down gracefully. A bad rules
 file is reported in full and exits with status 2.
 
+Buckets live in this process unless --redis names a Redis server (or the
+seeds of a Redis Cluster): then every instance started with the same --redis,
+--redis-prefix and rules shares each rule's buckets, and together they admit
+what one instance would. The password, if any, is read from the environment
+variable FAUCET_REDIS_PASSWORD (and an ACL user name from FAUCET_REDIS_USERNAME),
+never from the command line. When Redis fails or answers later than
+--redis-timeout, each rule's fail_mode decides ("open" admits, "closed"
+answers 503).
+
 flags:
 `
 
@@ -73,6 +83,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
 	fs.StringVar(&cfg.metricsPath, "metrics-path", "/metrics", "path of the Prometheus metrics (empty: none)")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	cfg.redis.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -154,6 +165,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	if cfg.metricsPath != "" && !strings.HasPrefix(cfg.metricsPath, "/") {
 		problems = append(problems, "--metrics-path: must start with /")
 	}
+	problems = append(problems, cfg.redis.problems()...)
 	return opts, problems
 }
 
