@@ -1,0 +1,73 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// script is one Lua script as both clients run it: by EVALSHA, and by EVAL
+// when the server answers NOSCRIPT (after a restart or SCRIPT FLUSH). A
+// NOSCRIPT reply means the script did not run, so the retry takes nothing
+// twice.
+type script struct {
+	rue *rueidis.Lua
+	gor *redis.Script
+}
+
+func newScript(src string) script {
+	return script{rue: rueidis.NewLuaScript(src), gor: redis.NewScript(src)}
+}
+
+var (
+	takeLua   = newScript(takeScript)
+	refundLua = newScript(refundScript)
+)
+
+// client is what a Limiter needs from a connection: run a script and get its
+// array of integers.
+type client interface {
+	run(ctx context.Context, s script, keys, args []string) ([]int64, error)
+}
+
+// errReply reports a reply that is not the scripts' array of integers.
+var errReply = errors.New("redisstore: malformed reply")
+
+type rueClient struct{ c rueidis.Client }
+
+func (r rueClient) run(ctx context.Context, s script, keys, args []string) ([]int64, error) {
+	return s.rue.Exec(ctx, r.c, keys, args).AsIntSlice()
+}
+
+type goRedisClient struct{ c redis.UniversalClient }
+
+func (g goRedisClient) run(ctx context.Context, s script, keys, args []string) ([]int64, error) {
+	v, err := s.gor.Run(ctx, g.c, keys, anyArgs(args)...).Result()
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T", errReply, v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("%w: element %d is %T", errReply, i, x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func anyArgs(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}

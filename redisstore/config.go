@@ -1,0 +1,276 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+// ErrInvalidConfig is wrapped by every error New and NewGoRedis return for a
+// bad Config. Errors about Limit and Burst also wrap engine.ErrInvalidConfig,
+// since they are the engine's own checks.
+var ErrInvalidConfig = errors.New("redisstore: invalid config")
+
+// Policy is what a Limiter answers when the store cannot decide: Redis is
+// down, slow past the deadline, or the reply is malformed.
+type Policy int
+
+const (
+	// FailOpen allows the request and changes nothing. A store outage then
+	// lifts the limit; it never blocks traffic.
+	FailOpen Policy = iota
+	// FailClosed denies the request, with RetryAfter the Limiter's Timeout.
+	FailClosed
+	// Fallback decides with a local engine.Engine whose Limit and Burst are
+	// FallbackShare of the Config's, so that N instances that each keep
+	// 1/N enforce about the global limit between them while Redis is away.
+	Fallback
+)
+
+func (p Policy) String() string {
+	switch p {
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	case Fallback:
+		return "fallback"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Config describes a Limiter. Limit and Burst are required and mean what they
+// mean in engine.Config, with the same ranges; the zero value of every other
+// field picks a documented default.
+type Config struct {
+	// Limit is the refill rate in tokens per second, from 1/86400 to 1e9.
+	Limit engine.Limit
+	// Burst is the bucket capacity in tokens, from 1 to 1e9, a multiple of
+	// 0.001, and at most 366 days of refill.
+	Burst float64
+	// Prefix starts every Redis key of this Limiter; "" picks "faucet:". It
+	// may not contain '{' or '}', so that the hash tag is always the key's
+	// (see KeyFor). Limiters with different Limit or Burst must not share a
+	// Prefix: they would read each other's buckets.
+	Prefix string
+	// Timeout bounds every call to Redis, on top of any deadline of the
+	// caller's context; 0 picks 100 ms. A call that exceeds it counts as a
+	// store failure and is answered by OnFailure.
+	Timeout time.Duration
+	// OnFailure is the answer when the store fails; the zero value is
+	// FailOpen.
+	OnFailure Policy
+	// FallbackShare is, with OnFailure Fallback, the share of Limit and Burst
+	// the local engine gets, in (0, 1]: typically 1/instances. Its Burst is
+	// rounded down to a multiple of 0.001 and must stay at least 1 token.
+	// It must be 0 with the other policies.
+	FallbackShare float64
+	// BreakAfter is the number of consecutive store failures after which the
+	// Limiter stops calling Redis for BreakFor and answers every call by
+	// OnFailure at once, so that an outage costs each request nothing rather
+	// than a Timeout. 0 picks 5; a negative value never breaks.
+	BreakAfter int
+	// BreakFor is how long the breaker stays open; 0 picks 1 s. After it the
+	// next call tries Redis again, and one success closes the breaker.
+	BreakFor time.Duration
+}
+
+const (
+	defaultPrefix     = "faucet:"
+	defaultTimeout    = 100 * time.Millisecond
+	defaultBreakAfter = 5
+	defaultBreakFor   = time.Second
+	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
+	maxExact = 1 << 53
+	// maxP bounds the numerator of the rate so that 1000 times a remainder
+	// below it (the nanoseconds of a wait) stays exact.
+	maxP = 1 << 43
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// units is the integer form of a Config the scripts work in: capacity in
+// quanta (thousandths of a token), the rate as p/q quanta per microsecond,
+// and fill, a number of microseconds that refills an empty bucket from any
+// phase (longer gaps are cut to it before multiplying).
+type units struct {
+	capacity, p, q, fill uint64
+	// exact reports that p/q is the configured rate exactly; otherwise it is
+	// the closest fraction below it that keeps every value under 2^53.
+	exact bool
+}
+
+// unitsFor derives the script units of rate and burst, which the engine has
+// already validated.
+func unitsFor(rate, burst float64) (units, error) {
+	capacity, _ := fixedpoint.QuantizeExact(burst)
+	// Quanta per microsecond: rate * 1000 / 1e6, exactly, from the float64.
+	r := new(big.Rat).SetFloat64(rate)
+	r.Quo(r, big.NewRat(1000, 1))
+	// Every intermediate of the scripts is at most capacity*q + 2p (a
+	// refill over the whole fill time plus a phase) or 1000p.
+	qmax := new(big.Int).SetUint64((maxExact - 2*maxP) / (capacity + 1))
+	p, q, exact := lowerFraction(r, qmax, big.NewInt(maxP))
+	if p.Sign() == 0 {
+		return units{}, invalid("Limit %v with Burst %v cannot be represented in the store's units", rate, burst)
+	}
+	u := units{capacity: capacity, p: p.Uint64(), q: q.Uint64(), exact: exact}
+	// fill = ceil(capacity*q/p) microseconds.
+	f := new(big.Int).Mul(new(big.Int).SetUint64(capacity), q)
+	f.Add(f, new(big.Int).Sub(p, big.NewInt(1)))
+	f.Quo(f, p)
+	u.fill = f.Uint64()
+	return u, nil
+}
+
+// lowerFraction returns the fraction p/q <= r with q <= qmax and p <= pmax
+// closest to r, and whether it equals r. It walks r's continued fraction:
+// the best lower approximations are its even convergents and the
+// semiconvergents between them.
+func lowerFraction(r *big.Rat, qmax, pmax *big.Int) (p, q *big.Int, exact bool) {
+	if r.Num().Cmp(pmax) <= 0 && r.Denom().Cmp(qmax) <= 0 {
+		return new(big.Int).Set(r.Num()), new(big.Int).Set(r.Denom()), true
+	}
+	fits := func(p, q *big.Int) bool { return p.Cmp(pmax) <= 0 && q.Cmp(qmax) <= 0 }
+	// Convergents h/k; (h0/k0) is the previous, (h1/k1) the current.
+	h0, k0 := big.NewInt(0), big.NewInt(1)
+	h1, k1 := big.NewInt(1), big.NewInt(0)
+	num, den := new(big.Int).Set(r.Num()), new(big.Int).Set(r.Denom())
+	bestP, bestQ := big.NewInt(0), big.NewInt(1)
+	for i := 0; den.Sign() != 0; i++ {
+		a, rem := new(big.Int).QuoRem(num, den, new(big.Int))
+		h2 := new(big.Int).Add(new(big.Int).Mul(a, h1), h0)
+		k2 := new(big.Int).Add(new(big.Int).Mul(a, k1), k0)
+		if i%2 == 0 {
+			// Even convergents lie below r: the semiconvergents
+			// (h0 + j*h1)/(k0 + j*k1), j = 1..a, rise toward h2/k2.
+			if fits(h2, k2) {
+				bestP, bestQ = h2, k2
+			} else {
+				// Largest j that fits.
+				j := new(big.Int).Set(a)
+				if k1.Sign() > 0 {
+					jq := new(big.Int).Quo(new(big.Int).Sub(qmax, k0), k1)
+					if jq.Cmp(j) < 0 {
+						j = jq
+					}
+				}
+				if h1.Sign() > 0 {
+					jp := new(big.Int).Quo(new(big.Int).Sub(pmax, h0), h1)
+					if jp.Cmp(j) < 0 {
+						j = jp
+					}
+				}
+				if j.Sign() > 0 {
+					bestP = new(big.Int).Add(h0, new(big.Int).Mul(j, h1))
+					bestQ = new(big.Int).Add(k0, new(big.Int).Mul(j, k1))
+				}
+				break
+			}
+		} else if !fits(h2, k2) {
+			break
+		}
+		h0, k0, h1, k1 = h1, k1, h2, k2
+		num, den = den, rem
+	}
+	g := new(big.Int).GCD(nil, nil, bestP, bestQ)
+	if g.Sign() > 0 {
+		bestP.Quo(bestP, g)
+		bestQ.Quo(bestQ, g)
+	}
+	return bestP, bestQ, false
+}
+
+// settings is a validated Config with its defaults applied.
+type settings struct {
+	Config
+	u         units
+	fallback  *engine.Engine
+	capArg    string
+	pArg      string
+	qArg      string
+	fillArg   string
+	breakFor  time.Duration
+	breakWhen int
+}
+
+func (c Config) validate() (*settings, error) {
+	probe, err := engine.New(engine.Config{Limit: c.Limit, Burst: c.Burst, SweepInterval: -1})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	probe.Close()
+	s := &settings{Config: c}
+	if s.Prefix == "" {
+		s.Prefix = defaultPrefix
+	}
+	if strings.ContainsAny(s.Prefix, "{}") {
+		return nil, invalid("Prefix must not contain '{' or '}', got %q", s.Prefix)
+	}
+	switch {
+	case c.Timeout < 0:
+		return nil, invalid("Timeout must be 0 (default 100ms) or positive, got %v", c.Timeout)
+	case c.Timeout == 0:
+		s.Timeout = defaultTimeout
+	}
+	switch {
+	case c.BreakFor < 0:
+		return nil, invalid("BreakFor must be 0 (default 1s) or positive, got %v", c.BreakFor)
+	case c.BreakFor == 0:
+		s.breakFor = defaultBreakFor
+	default:
+		s.breakFor = c.BreakFor
+	}
+	switch {
+	case c.BreakAfter == 0:
+		s.breakWhen = defaultBreakAfter
+	case c.BreakAfter < 0:
+		s.breakWhen = math.MaxInt
+	default:
+		s.breakWhen = c.BreakAfter
+	}
+	switch c.OnFailure {
+	case FailOpen, FailClosed:
+		if c.FallbackShare != 0 {
+			return nil, invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", c.FallbackShare)
+		}
+	case Fallback:
+		sh := c.FallbackShare
+		if math.IsNaN(sh) || sh <= 0 || sh > 1 {
+			return nil, invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", sh)
+		}
+		burst := math.Floor(c.Burst*sh*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
+		if burst < 1 {
+			return nil, invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", sh, c.Burst*sh)
+		}
+		e, err := engine.New(engine.Config{Limit: c.Limit * engine.Limit(sh), Burst: burst})
+		if err != nil {
+			return nil, fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, sh, err)
+		}
+		s.fallback = e
+	default:
+		return nil, invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(c.OnFailure))
+	}
+	u, err := unitsFor(float64(c.Limit), c.Burst)
+	if err != nil {
+		if s.fallback != nil {
+			s.fallback.Close()
+		}
+		return nil, err
+	}
+	s.u = u
+	s.capArg = strconv.FormatUint(u.capacity, 10)
+	s.pArg = strconv.FormatUint(u.p, 10)
+	s.qArg = strconv.FormatUint(u.q, 10)
+	s.fillArg = strconv.FormatUint(u.fill, 10)
+	return s, nil
+}

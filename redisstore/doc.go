@@ -1,0 +1,102 @@
+// Package redisstore is a token-bucket rate limiter whose buckets live in
+// Redis (or Valkey), so that every instance of a service enforces one limit
+// together instead of one each.
+//
+// It has the API shape and the Decision semantics of package engine: the
+// same Config fields for the limit, the same Decision (Allowed, Remaining,
+// RetryAfter, ResetAfter) and AllowAll for several buckets, all or none.
+// Switching from an engine.Engine is a change of constructor:
+//
+//	l, err := redisstore.New(client, redisstore.Config{Limit: 10, Burst: 50})
+//	...
+//	d, err := l.AllowN(ctx, userID, 1)
+//	if !d.Allowed {
+//		// 429, Retry-After: d.RetryAfter
+//	}
+//
+// New takes a github.com/redis/rueidis client, which pipelines concurrent
+// calls onto shared connections; NewGoRedis adapts a github.com/redis/go-redis/v9
+// client.
+//
+// # One script, one clock
+//
+// Every decision is one Lua script, run by EVALSHA (and by EVAL when the
+// server has lost the script: a restart, a failover, SCRIPT FLUSH; NOSCRIPT
+// means the script did not run, so nothing is taken twice). The script reads
+// the server's TIME, refills and takes atomically, and writes only when it
+// takes: a denial or a peek writes nothing. The server's clock is the only
+// clock, so instances need no synchronised clocks; a bucket's stored time
+// never moves back, so a server clock that steps back creates no tokens (it
+// only delays refill until the clock catches up).
+//
+// A bucket's key expires when the bucket would be full again (the TTL is the
+// time to a full refill, rounded up to a millisecond), because a full bucket
+// and a missing key are the same thing. Memory in Redis is therefore bounded
+// by the keys active within one fill time.
+//
+// # Units
+//
+// Lua numbers are float64, exact for integers below 2^53, and Redis turns
+// them into integer replies by truncation. The scripts therefore work only in
+// integers below 2^53:
+//
+//   - tokens in quanta of 0.001 token, as the engine (capacity at most 1e12);
+//   - time in microseconds since the Unix epoch, the resolution of TIME
+//     (about 2^50.6 today);
+//   - the rate as a fraction p/q quanta per microsecond, with
+//     capacity*q + 2*2^43 < 2^53 and p <= 2^43, so that a whole fill's
+//     refill (at most capacity*q + p) plus a phase below q, and 1000 times a
+//     remainder below p, stay exact.
+//
+// Refill follows the engine's grid: G(t) = floor(t*p/q) quanta at microsecond
+// t, with the phase t*p mod q computed by modular multiplication, so
+// fractional quanta are never dropped between updates; a bucket found full
+// is stamped at the grid's next whole quantum; waits are returned as whole
+// microseconds plus nanoseconds, rounded up. Every rounding denies.
+//
+// When the configured rate is such a fraction (Limiter.Exact) the store
+// makes the engine's decisions exactly. That holds for every rate that is a
+// multiple of 0.001 tokens per second with a q that fits, for example any
+// such rate with a Burst up to about 9,000 tokens, and integer rates up to
+// Bursts near 9e6. Otherwise the rate is the closest fraction below it that
+// fits, a relative error below 1/p. For Bursts up to 268,435 (the engine's
+// 1 ns tick) and rates up to 1000 tokens per second, an exact Limiter and an
+// engine given the same times (with the engine's epoch on a whole second)
+// return identical Decisions; the tests check this on random operation
+// streams.
+//
+// # Several buckets
+//
+// AllowAll takes from several buckets, possibly of several Limiters, or from
+// none. When all keys share a Redis Cluster hash slot it is one atomic
+// script. Otherwise the takes run one after another and a denial gives the
+// earlier ones back; see AllowAll for what that guarantees: no bucket ever
+// admits more than it would have had the call never been made, but a
+// concurrent caller may be denied for tokens about to be given back.
+//
+// # Keys and Redis Cluster
+//
+// A bucket's key is Prefix+"{"+key+"}": the key is its own hash tag, so each
+// bucket lives whole in one slot. A key that already contains a hash tag is
+// used as is (Prefix+key), which lets callers put related buckets in one
+// slot: "{tenant7}:user42" and "{tenant7}" share one, and an AllowAll over
+// them is atomic. See KeyFor.
+//
+// # Failure
+//
+// Every call to Redis has a deadline (Config.Timeout, 100 ms by default, on
+// top of the context's). When the store fails, OnFailure decides: FailOpen
+// (the default) allows and changes nothing, FailClosed denies, Fallback asks
+// a local engine.Engine holding FallbackShare of the limit. The call also
+// returns the error, and Stats counts it. After BreakAfter consecutive
+// failures a breaker answers by the policy without calling Redis for
+// BreakFor, so an outage does not make every request wait for its deadline.
+//
+// A call that times out may still have run on the server: its tokens are
+// then spent although the policy answered. That under-admits (the store
+// counts a request that FailClosed denied); it never over-admits beyond what
+// the policy itself allows.
+//
+// Bad configuration is an error naming the field and its range; nothing
+// panics.
+package redisstore
