@@ -77,7 +77,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma list of `CIDR`s whose forwarding header is believed")
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&cfg.ipv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
-	fs.IntVar(&cfg.maxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded)")
+	fs.IntVar(&cfg.maxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded); in-memory buckets only, Redis expires its own")
 	fs.Uint64Var(&cfg.jitterSeed, "jitter-seed", 0, "seed of the Retry-After jitter; share it between instances")
 	fs.DurationVar(&cfg.watch, "watch", 2*time.Second, "how often to check the rules file for changes (0: only on SIGHUP)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
@@ -207,7 +207,7 @@ type server struct {
 }
 
 func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule, logger *log.Logger) (*server, error) {
-	store, closeStore, err := newStore(cfg)
+	store, closeStore, err := newStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"log"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/redisstore"
+	"github.com/redis/rueidis"
 )
 
 // redisFlags are serve's flags for a shared Redis store.
@@ -17,11 +22,12 @@ type redisFlags struct {
 	timeout time.Duration
 	prefix  string
 	tls     bool
+	share   float64
 }
 
 const (
 	defaultRedisTimeout = 100 * time.Millisecond
-	defaultRedisPrefix  = "faucet:"
+	defaultRedisPrefix  = "faucet:http:"
 )
 
 func (f *redisFlags) register(fs *flag.FlagSet) {
@@ -29,14 +35,15 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "redis-timeout", defaultRedisTimeout, "longest wait for Redis per request before the rule's fail_mode applies")
 	fs.StringVar(&f.prefix, "redis-prefix", defaultRedisPrefix, "prefix of every Redis key; instances share buckets only with the same prefix")
 	fs.BoolVar(&f.tls, "redis-tls", false, "connect to Redis over TLS")
+	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1], e.g. 1/instances (0: each rule's fail_mode decides)")
 }
 
 // problems lists what is wrong with the Redis flags.
 func (f *redisFlags) problems() []string {
 	var problems []string
 	if f.addrs == "" {
-		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls {
-			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls: only mean something with --redis")
+		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 {
+			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share: only mean something with --redis")
 		}
 		return problems
 	}
@@ -49,8 +56,11 @@ func (f *redisFlags) problems() []string {
 	if f.timeout <= 0 {
 		problems = append(problems, fmt.Sprintf("--redis-timeout: must be positive, got %v", f.timeout))
 	}
-	if f.prefix == "" {
-		problems = append(problems, "--redis-prefix: must not be empty")
+	if f.prefix == "" || strings.ContainsAny(f.prefix, "{}") {
+		problems = append(problems, fmt.Sprintf("--redis-prefix: must be non-empty, without '{' or '}', got %q", f.prefix))
+	}
+	if !(f.share >= 0 && f.share <= 1) {
+		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for none, got %v", f.share))
 	}
 	return problems
 }
@@ -66,7 +76,40 @@ func (f *redisFlags) list() []string {
 
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
-func newStore(cfg *serveConfig) (httplimit.Store, func() error, error) {
-	s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
-	return s, s.Close, nil
+func newStore(cfg *serveConfig, logger *log.Logger) (httplimit.Store, func() error, error) {
+	if cfg.redis.addrs == "" {
+		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
+		return s, s.Close, nil
+	}
+	f := &cfg.redis
+	opt := rueidis.ClientOption{
+		InitAddress: f.list(),
+		// The password stays out of argv, where any local user could read
+		// it in the process list.
+		Username: os.Getenv("FAUCET_REDIS_USERNAME"),
+		Password: os.Getenv("FAUCET_REDIS_PASSWORD"),
+		// A server that does not answer at all is found out by the
+		// per-request deadline; this bounds connecting.
+		Dialer:           net.Dialer{Timeout: 5 * time.Second},
+		ConnWriteTimeout: 5 * time.Second,
+	}
+	if f.tls {
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--redis %s: %w", f.addrs, err)
+	}
+	s, err := redisstore.NewHTTPStore(client, redisstore.HTTPStoreOptions{
+		Prefix:        f.prefix,
+		Timeout:       f.timeout,
+		FallbackShare: f.share,
+		OnFallback:    func(err error) { logger.Printf("store: %v (decided in memory)", err) },
+	})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	logger.Printf("buckets in Redis at %s, prefix %q", f.addrs, f.prefix)
+	return s, func() error { client.Close(); return nil }, nil
 }
