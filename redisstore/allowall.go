@@ -45,11 +45,18 @@ var ErrShortOut = errors.New("redisstore: out is shorter than takes")
 // decided together by their local engines (all or none), FailOpen takes are
 // allowed.
 func (l *Limiter) AllowAll(ctx context.Context, takes []Take, out []engine.Decision) (denied int, err error) {
+	denied, _, err = l.allowAll(ctx, takes, out)
+	return denied, err
+}
+
+// allowAll is AllowAll that also returns the server's time of the (last)
+// script, for tests that replay decisions through an engine.
+func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decision) (denied int, now time.Time, err error) {
 	if len(out) < len(takes) {
-		return -1, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+		return -1, now, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
 	}
 	if len(takes) == 0 {
-		return -1, nil
+		return -1, now, nil
 	}
 	var stack [8]call
 	calls := stack[:0]
@@ -90,15 +97,15 @@ func (l *Limiter) AllowAll(ctx context.Context, takes []Take, out []engine.Decis
 				return l.peekEach(ctx, takes, calls, out, never)
 			}
 		}
-		denied, _, err = l.script(ctx, calls, out)
+		denied, now, err = l.script(ctx, calls, out)
 		if err != nil {
-			return l.failed(takes, out), err
+			return l.failed(takes, out), now, err
 		}
 		if never >= 0 {
 			denied = never
 		}
 		count(calls, out, denied)
-		return denied, nil
+		return denied, now, nil
 	}
 	return l.sequence(ctx, takes, calls, out)
 }
@@ -150,15 +157,17 @@ func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decisio
 
 // sequence makes takes on different slots one script each, giving back the
 // earlier ones when one is denied.
-func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out []engine.Decision) (int, error) {
+func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out []engine.Decision) (int, time.Time, error) {
+	var now time.Time
 	for i := range calls {
-		k, _, err := l.script(ctx, calls[i:i+1], out[i:i+1])
+		k, t, err := l.script(ctx, calls[i:i+1], out[i:i+1])
+		now = t
 		if err == nil && k < 0 {
 			continue
 		}
 		l.giveBack(ctx, calls[:i])
 		if err != nil {
-			return l.failed(takes, out), err
+			return l.failed(takes, out), now, err
 		}
 		// Report every other take as denied, its bucket as it is now.
 		for j := range calls {
@@ -166,28 +175,28 @@ func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out 
 				calls[j].cost += calls[j].l.s.u.capacity + 1
 			}
 		}
-		if _, err := l.peekEach(ctx, takes, calls, out, i); err != nil {
-			return l.failed(takes, out), err
-		}
-		return i, nil
+		return l.peekEach(ctx, takes, calls, out, i)
 	}
 	count(calls, out, -1)
-	return -1, nil
+	return -1, now, nil
 }
 
 // peekEach fills out for calls whose costs all make the script report
 // without taking, one key at a time, and counts a denial at k.
-func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out []engine.Decision, k int) (int, error) {
+func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out []engine.Decision, k int) (int, time.Time, error) {
+	var now time.Time
 	for j := range calls {
 		if j == k && calls[j].cost <= 2*calls[j].l.s.u.capacity && out[j].RetryAfter > 0 {
 			continue // the denial itself is already reported
 		}
-		if _, _, err := l.script(ctx, calls[j:j+1], out[j:j+1]); err != nil {
-			return l.failed(takes, out), err
+		_, t, err := l.script(ctx, calls[j:j+1], out[j:j+1])
+		if err != nil {
+			return l.failed(takes, out), t, err
 		}
+		now = t
 	}
 	count(calls, out, k)
-	return k, nil
+	return k, now, nil
 }
 
 // giveBack refunds calls in reverse order.

@@ -54,7 +54,10 @@ func New(client rueidis.Client, cfg Config) (*Limiter, error) {
 // NewGoRedis is New for an existing go-redis v9 client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring ...). Do not pass a client with the
 // experimental auto-pipelining enabled: it may send a script twice, and a
-// take made twice is a token spent twice.
+// take made twice is a token spent twice. go-redis ignores context
+// deadlines unless the client's options set ContextTimeoutEnabled; without
+// it Config.Timeout cannot cut a call short, and a slow server delays each
+// call by up to the client's ReadTimeout (3 s by default).
 func NewGoRedis(client redis.UniversalClient, cfg Config) (*Limiter, error) {
 	if client == nil {
 		return nil, invalid("client must not be nil")

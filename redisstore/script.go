@@ -92,7 +92,8 @@ local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 // takeScript takes ARGV costs from KEYS, all or none, at Redis TIME.
 //
 // ARGV holds five integers per key: capacity, p, q, fill and cost, all in the
-// units above (cost 0 peeks). The reply is {seconds, microseconds, denied,
+// units above (cost 0 peeks; a cost c above the capacity takes nothing and
+// denies, reporting the wait for c-capacity-1). The reply is {seconds, microseconds, denied,
 // then seven integers per key: allowed, remaining quanta, RetryAfter as
 // whole microseconds and extra nanoseconds, ResetAfter likewise, and the tick
 // the bucket's state is taken at (for a refund)}. denied is 0 when
@@ -144,6 +145,9 @@ for i = 1, n do
   local o = 3 + (i - 1) * 7
   out[o+1] = 0
   out[o+2] = tk
+  -- A cost above the capacity only asks for a report: of cost-(cap+1),
+  -- itself capped (a take that can never pass reports a full refill).
+  if cost > cap then cost = cost - (cap + 1) end
   if cost > cap then cost = cap end
   out[o+3], out[o+4] = wait(at, tk, cost, now, p, q)
   out[o+5], out[o+6] = wait(at, tk, cap, now, p, q)

@@ -1,0 +1,235 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/faucetgo/faucet/engine"
+	"github.com/redis/rueidis"
+)
+
+// Equivalence (the engine's decisions, from the store): the same operation
+// stream, at the same times, gives identical Decisions from a Limiter and
+// from engine.Engine.AllowAt. The store's times are the server's TIME, which
+// each call reports; the engine is given them, with its epoch on a whole
+// second so that both refill grids have the same phase.
+
+// equivConfigs spans slow and fast rates, fractional bursts, decimal rates
+// and the largest burst with the engine's 1 ns tick.
+var equivConfigs = []Config{
+	{Limit: 1000, Burst: 5},
+	{Limit: 10, Burst: 3},
+	{Limit: 2.5, Burst: 1},
+	{Limit: 7, Burst: 100.5},
+	{Limit: 0.5, Burst: 2},
+	{Limit: 333, Burst: 10},
+	{Limit: 0.1, Burst: 1.5},
+	{Limit: 123.456, Burst: 50.25},
+	{Limit: 1000, Burst: 268435},
+}
+
+// costs mixes peeks, fractions, whole tokens, the whole burst, and costs that
+// can never pass.
+func costs(burst float64) []float64 {
+	return []float64{0, 0.001, 0.5, 1, 1, 1, 1, 2, 3.7, burst, burst - 0.001, burst + 1, -1, math.NaN()}
+}
+
+// takeTimed is AllowN that also returns the server time of the decision.
+func takeTimed(t *testing.T, l *Limiter, key string, n float64) (engine.Decision, time.Time) {
+	t.Helper()
+	var out [1]engine.Decision
+	_, now, err := l.allowAll(context.Background(), []Take{{Limiter: l, Key: key, N: n}}, out[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0], now
+}
+
+// mirror returns an engine for cfg whose epoch is the whole second before
+// start.
+func mirror(t *testing.T, cfg Config, start time.Time) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(engine.Config{Limit: cfg.Limit, Burst: cfg.Burst, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	e.AllowAt(time.Unix(start.Unix()-1, 0), "\x00epoch", 0)
+	return e
+}
+
+func same(a, b engine.Decision) bool {
+	return a.Allowed == b.Allowed && a.Remaining == b.Remaining &&
+		a.RetryAfter == b.RetryAfter && a.ResetAfter == b.ResetAfter
+}
+
+// replay runs ops operations through l and e and fails on the first
+// difference. advance, called between operations, moves the server's clock
+// (really, or by setting it).
+func replay(t *testing.T, l *Limiter, cfg Config, rng *rand.Rand, ops int, advance func()) (allowed, denied int) {
+	t.Helper()
+	keys := []string{"a", "b", "c"}
+	cs := costs(cfg.Burst)
+	_, start := takeTimed(t, l, "\x00start", 0)
+	e := mirror(t, cfg, start)
+	history := map[string][]string{}
+	horizon := engineHorizon(t, cfg)
+	var newest time.Time
+	for i := range ops {
+		key, n := keys[rng.IntN(len(keys))], cs[rng.IntN(len(cs))]
+		got, at := takeTimed(t, l, key, n)
+		// The engine packs times in a window of Precision().Horizon, which
+		// a driver of a virtual clock keeps its buckets inside by sweeping.
+		// Sweeping evicts full buckets, remembering when they were full; so
+		// that a clock stepping back sees the same buckets in both, the
+		// sweep runs a quarter horizon behind the newest time, further back
+		// than the clock ever steps.
+		if at.After(newest) {
+			newest = at
+		}
+		e.SweepAt(newest.Add(-horizon / 4))
+		want := e.AllowAt(at, key, n)
+		if !same(got, want) {
+			t.Fatalf("op %d at %v: AllowN(%q, %v)\nstore  %+v\nengine %+v\nearlier on this key:\n%v", i, at.Format(time.RFC3339Nano), key, n, got, want, history[key])
+		}
+		h := append(history[key], fmt.Sprintf("%v n=%v %+v\n", at.Format(time.RFC3339Nano), n, got))
+		history[key] = h[max(0, len(h)-4):]
+		if got.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+		advance()
+	}
+	return allowed, denied
+}
+
+func TestEquivalenceRealServer(t *testing.T) {
+	s := startRedis(t)
+	c := newRue(t, s.addr())
+	for i, cfg := range equivConfigs {
+		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
+			cfg.Prefix = fmt.Sprintf("eq%d:", i)
+			l, err := New(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(i)))
+			allowed, denied := replay(t, l, cfg, rng, 300, func() {
+				// Mostly back to back; sometimes long enough for fast
+				// buckets to refill, and for a few keys to expire full.
+				if rng.IntN(8) == 0 {
+					time.Sleep(time.Duration(rng.IntN(6000)) * time.Microsecond)
+				}
+			})
+			if allowed == 0 || denied == 0 {
+				t.Fatalf("stream exercised only one outcome: %d allowed, %d denied", allowed, denied)
+			}
+		})
+	}
+}
+
+// miniRue returns a miniredis server (whose TIME the test sets) and a rueidis
+// client for it.
+func miniRue(t *testing.T) (*miniredis.Miniredis, rueidis.Client) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{m.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return m, c
+}
+
+// TestEquivalenceVirtualClock replays streams against a server whose clock
+// the test moves: gaps from nothing to twice the fill time, and steps back.
+// A clock that steps back must not create tokens: the store, like the
+// engine, counts an earlier time as the bucket's last update.
+func TestEquivalenceVirtualClock(t *testing.T) {
+	m, c := miniRue(t)
+	for i, cfg := range equivConfigs {
+		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
+			cfg.Prefix = fmt.Sprintf("vq%d:", i)
+			l, err := New(c, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7919 * time.Microsecond)
+			m.SetTime(now)
+			horizon := engineHorizon(t, cfg)
+			fill := time.Duration(cfg.Burst / float64(cfg.Limit) * 1e9)
+			rng := rand.New(rand.NewPCG(2, uint64(i)))
+			replay(t, l, cfg, rng, 2000, func() {
+				var d time.Duration
+				switch rng.IntN(10) {
+				case 0: // back in time, less than the sweep's lag
+					d = -time.Duration(rng.Int64N(int64(min(fill/4, horizon/8)) + 1))
+				case 1, 2: // long: buckets refill, some fully
+					d = time.Duration(rng.Int64N(2*int64(fill) + 1))
+				case 3:
+					d = 0
+				default: // a fraction of a token's refill
+					d = time.Duration(rng.Int64N(int64(2e9/float64(cfg.Limit)) + 1))
+				}
+				// The engine's clock may not jump by more than a fraction
+				// of its horizon at once (see engine.Precision).
+				d = min(d, horizon/8).Truncate(time.Microsecond)
+				now = now.Add(d)
+				// Keys do not expire here (miniredis expires them only
+				// when told): a key that expired at a later reading of a
+				// clock that then steps back is full, as it was then,
+				// where the engine's bucket would still be refilling (see
+				// TestExpiryThenClockBack). Expiry on a steady clock is
+				// covered by TestEquivalenceRealServer.
+				m.SetTime(now)
+			})
+		})
+	}
+}
+
+func engineHorizon(t *testing.T, cfg Config) time.Duration {
+	e, err := engine.New(engine.Config{Limit: cfg.Limit, Burst: cfg.Burst, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	return e.Precision().Horizon
+}
+
+// TestExpiryThenClockBack pins down the one place where the store and the
+// engine part on a clock that steps back: a bucket's key expires when the
+// bucket is full, and Redis forgets it; if the server's clock then steps back
+// before that instant, the bucket is full, as it was at the later reading,
+// where the engine (which keeps the bucket's time) would still be refilling.
+// The bucket never holds more than Burst, and the tokens it shows were all
+// refilled by the newest reading of the clock.
+func TestExpiryThenClockBack(t *testing.T) {
+	m, c := miniRue(t)
+	l, err := New(c, Config{Limit: 10, Burst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	m.SetTime(t0)
+	if d, _ := takeTimed(t, l, "k", 5); !d.Allowed || d.Remaining != 0 || d.ResetAfter != 500*time.Millisecond {
+		t.Fatalf("drain: %+v", d)
+	}
+	if ttl := m.TTL(l.KeyFor("k")); ttl < 500*time.Millisecond || ttl > 502*time.Millisecond {
+		t.Fatalf("TTL %v, want the time to a full refill (500 ms) rounded up", ttl)
+	}
+	m.SetTime(t0.Add(time.Second))
+	m.FastForward(time.Second)
+	if m.Exists(l.KeyFor("k")) {
+		t.Fatal("key of a full bucket still exists after its TTL")
+	}
+	m.SetTime(t0.Add(250 * time.Millisecond))
+	if d, _ := takeTimed(t, l, "k", 0); d.Remaining != 5 {
+		t.Fatalf("after expiry and a step back: %+v, want a full bucket", d)
+	}
+}
