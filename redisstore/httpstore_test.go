@@ -1,12 +1,9 @@
-package redisstore_test
+package redisstore
 
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,84 +12,21 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
-	"github.com/faucetgo/faucet/redisstore"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 )
 
-// httpRedis is a redis-server of its own for an HTTPStore test.
-type httpRedis struct {
-	addr string
-	cmd  *exec.Cmd
-}
-
-// startHTTPRedis starts redis-server without persistence on a free loopback
-// port, stopped when the test ends. Without the binary the test skips, or
-// fails when FAUCET_REQUIRE_REDIS=1.
-func startHTTPRedis(t *testing.T) *httpRedis {
+// hsStore is an HTTPStore on a client of its own to the server at addr.
+func hsStore(t *testing.T, addr string, opts HTTPStoreOptions) *HTTPStore {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("FAUCET_REQUIRE_REDIS") == "1" {
-			t.Fatal("FAUCET_REQUIRE_REDIS=1 and redis-server not found: apt-get install -y redis-server")
-		}
-		t.Skip("redis-server not found: apt-get install -y redis-server")
-	}
-	dir := t.TempDir()
-	for range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		_, port, _ := net.SplitHostPort(addr)
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := &httpRedis{addr: addr, cmd: cmd}
-		for range 100 {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				t.Cleanup(r.stop)
-				return r
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		r.stop()
-	}
-	t.Fatal("redis-server did not start")
-	return nil
-}
-
-func (r *httpRedis) stop() {
-	r.cmd.Process.Kill()
-	r.cmd.Wait()
-}
-
-// rueidisTo returns a rueidis client of addr, closed when the test ends.
-func rueidisTo(t *testing.T, addr string) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func newHTTPStore(t *testing.T, addr string, opts redisstore.HTTPStoreOptions) *redisstore.HTTPStore {
-	t.Helper()
-	s, err := redisstore.NewHTTPStore(rueidisTo(t, addr), opts)
+	s, err := NewHTTPStore(newRue(t, addr), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// limiterOn is an httplimit.Limiter with rules on store.
-func limiterOn(t *testing.T, store httplimit.Store, rules ...httplimit.Rule) *httplimit.Limiter {
+// hsLimiter is an httplimit.Limiter with rules on store.
+func hsLimiter(t *testing.T, store httplimit.Store, rules ...httplimit.Rule) *httplimit.Limiter {
 	t.Helper()
 	l, err := httplimit.New(rules, httplimit.Options{Store: store})
 	if err != nil {
@@ -102,12 +36,12 @@ func limiterOn(t *testing.T, store httplimit.Store, rules ...httplimit.Rule) *ht
 	return l
 }
 
-func perIP(rate, burst float64) httplimit.Rule {
+func hsPerIP(rate, burst float64) httplimit.Rule {
 	return httplimit.Rule{Name: "per-ip", LimitKeys: []string{"ip:address"}, Rate: rate, Burst: burst}
 }
 
-// check asks l about a GET from ip.
-func check(l *httplimit.Limiter, ip string) httplimit.Result {
+// hsCheck asks l about a GET from ip.
+func hsCheck(l *httplimit.Limiter, ip string) httplimit.Result {
 	r := httptest.NewRequest("GET", "/x", nil)
 	r.RemoteAddr = ip + ":1234"
 	return l.Check(r)
@@ -117,19 +51,19 @@ func check(l *httplimit.Limiter, ip string) httplimit.Result {
 // they admit the burst of one rule, exactly, from goroutines racing on both;
 // each alone, on memory stores, would admit it twice.
 func TestHTTPStoreSharesBucketsAcrossInstances(t *testing.T) {
-	srv := startHTTPRedis(t)
+	srv := startRedis(t)
 	const burst = 40
-	rule := perIP(1.0/86400, burst)
+	rule := hsPerIP(1.0/86400, burst)
 	limiters := []*httplimit.Limiter{
-		limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), rule),
-		limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), rule),
+		hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rule),
+		hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rule),
 	}
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 20 {
-				res := check(limiters[(g+i)%2], "198.51.100.7")
+				res := hsCheck(limiters[(g+i)%2], "198.51.100.7")
 				switch {
 				case res.Allowed:
 					admitted.Add(1)
@@ -146,7 +80,7 @@ func TestHTTPStoreSharesBucketsAcrossInstances(t *testing.T) {
 		t.Errorf("admitted %d, denied %d of 160; want exactly the burst, %d, admitted", admitted.Load(), denied.Load(), burst)
 	}
 	// Another client has a bucket of its own.
-	if res := check(limiters[0], "198.51.100.8"); !res.Allowed {
+	if res := hsCheck(limiters[0], "198.51.100.8"); !res.Allowed {
 		t.Errorf("another address: %+v, want admitted", res)
 	}
 }
@@ -156,19 +90,19 @@ func TestHTTPStoreSharesBucketsAcrossInstances(t *testing.T) {
 // remaining tokens (whole: Redis's clock moves on between calls, refilling
 // a little).
 func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
-	srv := startHTTPRedis(t)
+	srv := startRedis(t)
 	rules := []httplimit.Rule{
-		perIP(0.01, 5),
+		hsPerIP(0.01, 5),
 		{Name: "per-path", LimitKeys: []string{"path"}, Rate: 0.01, Burst: 8},
 	}
 	mem := httplimit.NewMemoryStore(httplimit.MemoryOptions{})
 	defer mem.Close()
-	lm := limiterOn(t, mem, rules...)
-	lr := limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), rules...)
+	lm := hsLimiter(t, mem, rules...)
+	lr := hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rules...)
 	ips := []string{"198.51.100.1", "198.51.100.2", "198.51.100.1", "198.51.100.3"}
 	for i := range 24 {
 		ip := ips[i%len(ips)]
-		a, b := check(lm, ip), check(lr, ip)
+		a, b := hsCheck(lm, ip), hsCheck(lr, ip)
 		if a.Allowed != b.Allowed || a.Status != b.Status || a.DeniedBy != b.DeniedBy || len(a.Policies) != len(b.Policies) {
 			t.Fatalf("request %d from %s: memory %+v, redis %+v", i, ip, a, b)
 		}
@@ -184,23 +118,23 @@ func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
 // A rule keeps its buckets in Redis across a new store (a restart) when its
 // ID is unchanged, and a changed rule starts with full buckets.
 func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
-	srv := startHTTPRedis(t)
+	srv := startRedis(t)
 	drain := func(l *httplimit.Limiter) (n int) {
-		for check(l, "198.51.100.9").Allowed {
+		for hsCheck(l, "198.51.100.9").Allowed {
 			n++
 		}
 		return n
 	}
-	if n := drain(limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), perIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 3))); n != 3 {
 		t.Fatalf("first drain admitted %d, want 3", n)
 	}
-	if n := drain(limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), perIP(0.001, 3))); n != 0 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 3))); n != 0 {
 		t.Errorf("same rule on a new store admitted %d, want 0: the drained bucket is in Redis", n)
 	}
-	if n := drain(limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{}), perIP(0.001, 4))); n != 4 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 4))); n != 4 {
 		t.Errorf("changed rule admitted %d, want a full bucket of 4", n)
 	}
-	if n := drain(limiterOn(t, newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{Prefix: "other:"}), perIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
 		t.Errorf("same rule under another prefix admitted %d, want 3", n)
 	}
 }
@@ -208,8 +142,8 @@ func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
 // Keys are escaped: a client cannot reach another client's bucket, nor
 // choose a hash tag, with braces or percent signs in its key.
 func TestHTTPStoreKeysCannotCollide(t *testing.T) {
-	srv := startHTTPRedis(t)
-	s := newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{})
+	srv := startRedis(t)
+	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
 	h, err := s.Bind(httplimit.Limit{ID: "k#0000000000000001", Name: "k", Rate: 0.001, Burst: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +168,8 @@ func TestHTTPStoreKeysCannotCollide(t *testing.T) {
 // TakeAll over several rules is all or nothing, and reports as the memory
 // store does: the denied take, with nothing taken from the others.
 func TestHTTPStoreTakeAllIsAllOrNothing(t *testing.T) {
-	srv := startHTTPRedis(t)
-	s := newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{})
+	srv := startRedis(t)
+	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
 	big, _ := s.Bind(httplimit.Limit{ID: "big#1", Name: "big", Rate: 0.001, Burst: 10})
 	small, _ := s.Bind(httplimit.Limit{ID: "small#1", Name: "small", Rate: 0.001, Burst: 2})
 	ctx := context.Background()
@@ -267,8 +201,8 @@ func TestHTTPStoreTakeAllIsAllOrNothing(t *testing.T) {
 // Binding an ID twice gives the same handle; the limiter goes only when
 // both binds are released, and its buckets stay in Redis.
 func TestHTTPStoreBindRelease(t *testing.T) {
-	srv := startHTTPRedis(t)
-	s := newHTTPStore(t, srv.addr, redisstore.HTTPStoreOptions{})
+	srv := startRedis(t)
+	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
 	lim := httplimit.Limit{ID: "r#2", Name: "r", Rate: 0.001, Burst: 1}
 	h1, _ := s.Bind(lim)
 	h2, _ := s.Bind(lim)
@@ -302,32 +236,32 @@ func TestHTTPStoreBindRelease(t *testing.T) {
 // engines decide instead, at that share of the limit, and OnFallback hears
 // of the errors.
 func TestHTTPStoreFailure(t *testing.T) {
-	srv := startHTTPRedis(t)
-	open := perIP(0.001, 4)
+	srv := startRedis(t)
+	open := hsPerIP(0.001, 4)
 	closed := httplimit.Rule{Name: "closed", LimitKeys: []string{"path"}, Rate: 0.001, Burst: 4, FailMode: "closed"}
-	opts := redisstore.HTTPStoreOptions{Timeout: 200 * time.Millisecond}
-	lo := limiterOn(t, newHTTPStore(t, srv.addr, opts), open)
-	lc := limiterOn(t, newHTTPStore(t, srv.addr, opts), closed)
+	opts := HTTPStoreOptions{Timeout: 200 * time.Millisecond}
+	lo := hsLimiter(t, hsStore(t, srv.addr(), opts), open)
+	lc := hsLimiter(t, hsStore(t, srv.addr(), opts), closed)
 	var fallbackErrs atomic.Int64
 	fb := opts
 	fb.FallbackShare = 0.5
 	fb.OnFallback = func(error) { fallbackErrs.Add(1) }
-	lf := limiterOn(t, newHTTPStore(t, srv.addr, fb), open)
-	if !check(lo, "198.51.100.1").Allowed || !check(lc, "198.51.100.1").Allowed || !check(lf, "198.51.100.2").Allowed {
+	lf := hsLimiter(t, hsStore(t, srv.addr(), fb), open)
+	if !hsCheck(lo, "198.51.100.1").Allowed || !hsCheck(lc, "198.51.100.1").Allowed || !hsCheck(lf, "198.51.100.2").Allowed {
 		t.Fatal("not admitted while Redis is up")
 	}
-	srv.stop()
+	srv.kill()
 	for i := range 10 {
-		if res := check(lo, "198.51.100.1"); !res.Allowed || res.Status != 200 || !res.Policies[0].Unknown {
+		if res := hsCheck(lo, "198.51.100.1"); !res.Allowed || res.Status != 200 || !res.Policies[0].Unknown {
 			t.Errorf("fail_mode open, request %d: %+v", i, res)
 		}
-		if res := check(lc, "198.51.100.1"); res.Allowed || res.Status != 503 || res.RetryAfter != 1 {
+		if res := hsCheck(lc, "198.51.100.1"); res.Allowed || res.Status != 503 || res.RetryAfter != 1 {
 			t.Errorf("fail_mode closed, request %d: %+v", i, res)
 		}
 	}
 	admitted := 0
 	for range 10 {
-		if res := check(lf, "198.51.100.3"); res.Allowed {
+		if res := hsCheck(lf, "198.51.100.3"); res.Allowed {
 			admitted++
 		} else if res.Status != 429 {
 			t.Errorf("fallback denial: %+v, want 429", res)
@@ -342,31 +276,31 @@ func TestHTTPStoreFailure(t *testing.T) {
 // Bad options fail the constructor with an error naming the field; a rule
 // the store cannot hold fails its Bind.
 func TestHTTPStoreBadOptions(t *testing.T) {
-	if _, err := redisstore.NewHTTPStore(nil, redisstore.HTTPStoreOptions{}); !errors.Is(err, redisstore.ErrInvalidConfig) {
+	if _, err := NewHTTPStore(nil, HTTPStoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil client: %v", err)
 	}
-	if _, err := redisstore.NewHTTPStoreGoRedis(nil, redisstore.HTTPStoreOptions{}); !errors.Is(err, redisstore.ErrInvalidConfig) {
+	if _, err := NewHTTPStoreGoRedis(nil, HTTPStoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil go-redis client: %v", err)
 	}
 	// A client that is never used: construction does not dial.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	for _, tc := range []struct {
-		opts redisstore.HTTPStoreOptions
+		opts HTTPStoreOptions
 		want string
 	}{
-		{redisstore.HTTPStoreOptions{Prefix: "a{b"}, "Prefix"},
-		{redisstore.HTTPStoreOptions{Timeout: -time.Second}, "Timeout"},
-		{redisstore.HTTPStoreOptions{FallbackShare: 1.5}, "FallbackShare"},
-		{redisstore.HTTPStoreOptions{FallbackShare: -1}, "FallbackShare"},
-		{redisstore.HTTPStoreOptions{BreakFor: -1}, "BreakFor"},
+		{HTTPStoreOptions{Prefix: "a{b"}, "Prefix"},
+		{HTTPStoreOptions{Timeout: -time.Second}, "Timeout"},
+		{HTTPStoreOptions{FallbackShare: 1.5}, "FallbackShare"},
+		{HTTPStoreOptions{FallbackShare: -1}, "FallbackShare"},
+		{HTTPStoreOptions{BreakFor: -1}, "BreakFor"},
 	} {
-		_, err := redisstore.NewHTTPStoreGoRedis(rdb, tc.opts)
-		if !errors.Is(err, redisstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+		_, err := NewHTTPStoreGoRedis(rdb, tc.opts)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an invalid-config error naming %s", tc.opts, err, tc.want)
 		}
 	}
-	s, err := redisstore.NewHTTPStoreGoRedis(rdb, redisstore.HTTPStoreOptions{FallbackShare: 0.1})
+	s, err := NewHTTPStoreGoRedis(rdb, HTTPStoreOptions{FallbackShare: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
