@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/faucetgo/faucet v0.0.0
+	github.com/faucetgo/faucet/redisstore v0.0.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
@@ -39,5 +40,7 @@ require (
 )
 
 replace github.com/faucetgo/faucet => ../
+
+replace github.com/faucetgo/faucet/redisstore => ../redisstore
 
 tool golang.org/x/perf/cmd/benchstat

@@ -39,7 +39,7 @@ type redisImpl struct {
 
 // redisImpls are the implementations, in the order of the results: faucet's,
 // then the peers, then the no-op ceiling.
-var redisImpls = []redisImpl{redisRateImpl, noopRueidisImpl}
+var redisImpls = []redisImpl{faucetRedisImpl, faucetGoRedisImpl, redisRateImpl, noopRueidisImpl}
 
 // BenchmarkRedis checks a limit in one local Redis from 1, 16 and 64
 // concurrent callers, with every implementation in the same process against
