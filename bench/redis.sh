@@ -8,7 +8,8 @@
 #
 # Writes results/<date>-<commit>-redis.txt (Go benchmark format; the
 # redis-benchmark rows converted to it) and, next to it, -redis-raw.txt
-# (redis-benchmark's own CSV output, unedited). COUNT (default 10) is the
+# (redis-benchmark's own CSV output, unedited, and the server's time per
+# script call from INFO commandstats). COUNT (default 10) is the
 # number of runs of each configuration; REQUESTS (default 200000) the
 # requests of each redis-benchmark run. Takes about 10 minutes.
 set -euo pipefail
@@ -55,7 +56,7 @@ addr=127.0.0.1:$port
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "redis: $(redis-server --version | sed 's/^Redis server //')"
+	echo "redis: $(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')"
 	echo "note: one redis-server on loopback, no persistence; FLUSHALL before each implementation; 1e4 keys, a limit that never binds"
 } > "$out"
 : > "$raw"
@@ -71,14 +72,18 @@ sha=$(redis-cli -p "$port" script load 'return 1')
 for _ in $(seq "$count"); do
 	for c in 1 16 64; do
 		redis-cli -p "$port" flushall > /dev/null
+		redis-cli -p "$port" config resetstat > /dev/null
 		cmd="redis-benchmark -h 127.0.0.1 -p $port -c $c -n $requests -P 1 --csv EVALSHA $sha 0"
 		echo "\$ $cmd" >> "$raw"
 		csv=$($cmd)
 		echo "$csv" >> "$raw"
+		# cmdstat_evalsha:calls=N,usec=U,usec_per_call=X,...
+		server=$(redis-cli -p "$port" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')
+		echo "server usec_per_call=$server" >> "$raw"
 		# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-		echo "$csv" | tail -1 | tr -d '"' | awk -F, -v c="$c" -v n="$requests" -v s="$suffix" '{
-			printf "BenchmarkRedis/impl=noop_evalsha/callers=%d%s\t%d\t%.1f ns/op\t%.0f checks/s\t%.0f p50-ns\t%.0f p99-ns\t1 admit/op\n",
-				c, s, n, 1e9 / $2, $2, $5 * 1e6, $7 * 1e6
+		echo "$csv" | tail -1 | tr -d '"' | awk -F, -v c="$c" -v n="$requests" -v s="$suffix" -v srv="${server:-0}" '{
+			printf "BenchmarkRedis/impl=noop_evalsha/callers=%d%s\t%d\t%.1f ns/op\t%.0f checks/s\t%.0f p50-ns\t%.0f p99-ns\t1 admit/op\t%.0f server-ns/op\n",
+				c, s, n, 1e9 / $2, $2, $5 * 1e6, $7 * 1e6, srv * 1e3
 		}' | tee -a "$out"
 	done
 done

@@ -47,7 +47,10 @@ var redisImpls = []redisImpl{faucetRedisImpl, faucetGoRedisImpl, redisRateImpl, 
 // walks the 1e4 keys in a random order of its own and times every call into
 // an HDR histogram: checks/s is the throughput of all callers together,
 // p50-ns and p99-ns the latency of single calls as a caller sees it
-// (queueing in the client included), admit/op the share admitted.
+// (queueing in the client included), admit/op the share admitted, and
+// server-ns/op the time the server spent in the script per check (from INFO
+// commandstats): checks/s times server-ns/op is the share of the server's
+// one thread the checks kept busy.
 func BenchmarkRedis(b *testing.B) {
 	keys := keys13(redisKeys)
 	seq := uniformSeq(redisKeys)
@@ -63,7 +66,7 @@ func BenchmarkRedis(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer closeFn()
-				runRedis(b, check, callers, keys, seq)
+				runRedis(b, addr, check, callers, keys, seq)
 			})
 		}
 	}
@@ -72,9 +75,12 @@ func BenchmarkRedis(b *testing.B) {
 // runRedis makes b.N checks from callers goroutines and reports the
 // metrics. Setup (connecting, loading the script on a first call) happens
 // before the timer starts.
-func runRedis(b *testing.B, check redisCheck, callers int, keys []string, seq []int32) {
+func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []string, seq []int32) {
 	ctx := context.Background()
 	if _, err := check(ctx, "warm-up"); err != nil {
+		b.Fatal(err)
+	}
+	if err := redisCommand(addr, "CONFIG RESETSTAT"); err != nil {
 		b.Fatal(err)
 	}
 	var (
@@ -134,4 +140,9 @@ func runRedis(b *testing.B, check redisCheck, callers int, keys []string, seq []
 	b.ReportMetric(float64(all.ValueAtQuantile(50)), "p50-ns")
 	b.ReportMetric(float64(all.ValueAtQuantile(99)), "p99-ns")
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admit/op")
+	usec, err := redisScriptTime(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(usec)*1e3/float64(b.N), "server-ns/op")
 }

@@ -3,9 +3,11 @@ package bench
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,9 +104,53 @@ func pingRedis(addr string, d time.Duration) error {
 	}
 }
 
+// redisScriptTime returns the microseconds the server has spent running
+// scripts (EVALSHA and EVAL, the commands they call included) since its
+// statistics were last reset (CONFIG RESETSTAT).
+func redisScriptTime(addr string) (usec int64, err error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprint(c, "INFO commandstats\r\n"); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(head, "$%d", &n); err != nil {
+		return 0, fmt.Errorf("INFO commandstats: %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(body), "\r\n") {
+		name, stats, ok := strings.Cut(line, ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for kv := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				u, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO commandstats: %q", line)
+				}
+				usec += u
+			}
+		}
+	}
+	return usec, nil
+}
+
 // redisCommand sends one inline command (no arguments with spaces) and
-// fails unless the reply is a status line: enough for PING and FLUSHALL
-// without taking a client library's view of the server.
+// fails unless the reply is a status line: enough for PING, FLUSHALL and
+// CONFIG RESETSTAT without taking a client library's view of the server.
 func redisCommand(addr, cmd string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {

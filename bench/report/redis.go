@@ -57,23 +57,33 @@ func redisSection(dir string) (string, error) {
 	b.WriteString("caller), a no-op script (`return 1`) through rueidis (`noop_rueidis`: the\n")
 	b.WriteString("ceiling of this client), and `redis-benchmark` sending EVALSHA of the same\n")
 	b.WriteString("no-op script from as many connections as callers, one request outstanding on\n")
-	b.WriteString("each (`noop_evalsha`: the ceiling of the server on this machine). Every Go\n")
+	b.WriteString("each (`noop_evalsha`: the ceiling of the server on this machine for callers\n")
+	b.WriteString("that each wait for their reply; a client that pipelines, as rueidis does, can\n")
+	b.WriteString("pass it at 16 and 64 callers, since the server then reads many commands per\n")
+	b.WriteString("system call: compare `noop_rueidis`). Every Go\n")
 	b.WriteString("implementation runs in the same process, against a server emptied before\n")
 	b.WriteString("it; the checks spread over 1e4 keys in random order with a limit that never\n")
 	b.WriteString("binds, so every check is admitted (admit column) and none is cheap by\n")
 	b.WriteString("denying. Latency is per call as a caller sees it, waiting for the client\n")
-	b.WriteString("included; the server, the benchmark and redis-benchmark share the machine's\n")
+	b.WriteString("included. Server time per check is what INFO commandstats counts for the\n")
+	b.WriteString("script commands (the commands they call included); times checks/s it is the\n")
+	b.WriteString("share of the server's one thread the checks kept busy. The server, the\n")
+	b.WriteString("benchmark and redis-benchmark share the machine's\n")
 	fmt.Fprintf(&b, "cores. Medians of %d runs in `bench/%s`.\n\n", runs, filepath.ToSlash(file))
 
-	b.WriteString("| implementation | callers | checks/s | p50 | p99 | admitted |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| implementation | callers | checks/s | p50 | p99 | admitted | server time per check | server busy |\n|---|---|---|---|---|---|---|---|\n")
 	for _, im := range impls {
 		for _, c := range callers {
 			cps := get("checks/s", im, c)
 			if cps == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.1f %% |\n", im, c, cps,
-				us(get("p50-ns", im, c)), us(get("p99-ns", im, c)), 100*get("admit/op", im, c))
+			server, busy := "—", "—"
+			if st := get("server-sec/op", im, c); st > 0 {
+				server, busy = fmt.Sprintf("%.1f µs", st*1e6), fmt.Sprintf("%.0f %%", 100*st*cps)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.1f %% | %s | %s |\n", im, c, cps,
+				us(get("p50-sec", im, c)), us(get("p99-sec", im, c)), 100*get("admit/op", im, c), server, busy)
 		}
 	}
 
@@ -120,4 +130,6 @@ func redisSection(dir string) (string, error) {
 	return b.String(), nil
 }
 
-func us(ns float64) string { return fmt.Sprintf("%.0f µs", ns/1e3) }
+// us prints seconds as microseconds. (benchfmt reads the benchmarks' p50-ns
+// and p99-ns as p50-sec and p99-sec, in seconds.)
+func us(sec float64) string { return fmt.Sprintf("%.0f µs", sec*1e6) }
