@@ -89,9 +89,8 @@ const (
 	defaultBreakFor   = time.Second
 	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
 	maxExact = 1 << 53
-	// maxP bounds the numerator of the rate so that 1000 times a remainder
-	// below it (the nanoseconds of a wait) stays exact.
-	maxP = 1 << 43
+	// maxPQ bounds the rate fraction's numerator and denominator.
+	maxPQ = 1<<52 - 1
 )
 
 func invalid(format string, args ...any) error {
@@ -116,10 +115,20 @@ func unitsFor(rate, burst float64) (units, error) {
 	// Quanta per microsecond: rate * 1000 / 1e6, exactly, from the float64.
 	r := new(big.Rat).SetFloat64(rate)
 	r.Quo(r, big.NewRat(1000, 1))
-	// Every intermediate of the scripts is at most capacity*q + 2p (a
-	// refill over the whole fill time plus a phase) or 1000p.
-	qmax := new(big.Int).SetUint64((maxExact - 2*maxP) / (capacity + 1))
-	p, q, exact := lowerFraction(r, qmax, big.NewInt(maxP))
+	// p and q stay below 2^52 so that muldiv's doubled remainders stay
+	// below 2^53. Among the fractions that fit, prefer those with p*q below
+	// 2^53 (the scripts then never need muldiv's slow path for a phase):
+	// with q up to sqrt(2^53/r), the best lower fraction is still within
+	// about 2^-53 of r.
+	pmax := big.NewInt(maxPQ)
+	qmax := big.NewInt(maxPQ)
+	if !fitsBoth(r, pmax, qmax) {
+		f, _ := r.Float64()
+		if s := math.Sqrt(maxExact / f); s < maxPQ {
+			qmax = big.NewInt(int64(s))
+		}
+	}
+	p, q, exact := lowerFraction(r, qmax, pmax)
 	if p.Sign() == 0 {
 		return units{}, invalid("Limit %v with Burst %v cannot be represented in the store's units", rate, burst)
 	}
@@ -136,8 +145,12 @@ func unitsFor(rate, burst float64) (units, error) {
 // closest to r, and whether it equals r. It walks r's continued fraction:
 // the best lower approximations are its even convergents and the
 // semiconvergents between them.
+func fitsBoth(r *big.Rat, pmax, qmax *big.Int) bool {
+	return r.Num().Cmp(pmax) <= 0 && r.Denom().Cmp(qmax) <= 0
+}
+
 func lowerFraction(r *big.Rat, qmax, pmax *big.Int) (p, q *big.Int, exact bool) {
-	if r.Num().Cmp(pmax) <= 0 && r.Denom().Cmp(qmax) <= 0 {
+	if fitsBoth(r, pmax, qmax) {
 		return new(big.Int).Set(r.Num()), new(big.Int).Set(r.Denom()), true
 	}
 	fits := func(p, q *big.Int) bool { return p.Cmp(pmax) <= 0 && q.Cmp(qmax) <= 0 }

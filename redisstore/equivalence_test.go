@@ -16,8 +16,10 @@ import (
 // Equivalence (the engine's decisions, from the store): the same operation
 // stream, at the same times, gives identical Decisions from a Limiter and
 // from engine.Engine.AllowAt. The store's times are the server's TIME, which
-// each call reports; the engine is given them, with its epoch on a whole
-// second so that both refill grids have the same phase.
+// each call reports; the engine is given them, with an epoch at which both
+// refill grids are on a whole quantum (the store's grid counts from the Unix
+// epoch): a whole second for rates with at most three decimals, the Unix
+// epoch itself for the others.
 
 // equivConfigs spans slow and fast rates, fractional bursts, decimal rates
 // and the largest burst with the engine's 1 ns tick.
@@ -31,6 +33,10 @@ var equivConfigs = []Config{
 	{Limit: 0.1, Burst: 1.5},
 	{Limit: 123.456, Burst: 50.25},
 	{Limit: 1000, Burst: 268435},
+	// Rates whose fraction p/q has p*q far above 2^53: the scripts' muldiv
+	// slow path.
+	{Limit: 1 + 1.0/(1<<30), Burst: 5},
+	{Limit: 700 + 1.0/(1<<20), Burst: 1000},
 }
 
 // costs mixes peeks, fractions, whole tokens, the whole burst, and costs that
@@ -50,8 +56,7 @@ func takeTimed(t *testing.T, l *Limiter, key string, n float64) (engine.Decision
 	return out[0], now
 }
 
-// mirror returns an engine for cfg whose epoch is the whole second before
-// start.
+// mirror returns an engine for cfg whose refill grid has the store's phase.
 func mirror(t *testing.T, cfg Config, start time.Time) *engine.Engine {
 	t.Helper()
 	e, err := engine.New(engine.Config{Limit: cfg.Limit, Burst: cfg.Burst, SweepInterval: -1})
@@ -59,7 +64,11 @@ func mirror(t *testing.T, cfg Config, start time.Time) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	e.AllowAt(time.Unix(start.Unix()-1, 0), "\x00epoch", 0)
+	epoch := time.Unix(start.Unix()-1, 0)
+	if r := float64(cfg.Limit) * 1000; r != math.Trunc(r) {
+		epoch = time.Unix(0, 0)
+	}
+	e.AllowAt(epoch, "\x00epoch", 0)
 	return e
 }
 
@@ -115,6 +124,7 @@ func TestEquivalenceRealServer(t *testing.T) {
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
 			cfg.Prefix = fmt.Sprintf("eq%d:", i)
+			cfg.Timeout = 10 * time.Second
 			l, err := New(c, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -156,6 +166,7 @@ func TestEquivalenceVirtualClock(t *testing.T) {
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
 			cfg.Prefix = fmt.Sprintf("vq%d:", i)
+			cfg.Timeout = 10 * time.Second
 			l, err := New(c, cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -10,27 +10,50 @@ package redisstore
 // The helpers mirror package fixedpoint with one microsecond as the tick:
 // the refill grid G(t) = floor(t*p/q) quanta at microsecond t, its phase
 // (t*p mod q), Credit, Boundary and the wait until a count is reached.
+// Products that could pass 2^53 go through muldiv, which never forms them.
 const luaLib = `
+local TWO53 = 9007199254740992
 local function divmod(x, d)
   local c = math.floor(x / d)
   local r = x - c * d
   if r < 0 then c = c - 1; r = r + d elseif r >= d then c = c + 1; r = r - d end
   return c, r
 end
-local function mulmod(a, b, m)
-  a = math.fmod(a, m); b = math.fmod(b, m)
-  if a * b < 9007199254740992 then return math.fmod(a * b, m) end
-  local r = 0
-  while b > 0 do
-    if math.fmod(b, 2) == 1 then r = r + a; if r >= m then r = r - m end end
-    a = a + a; if a >= m then a = a - m end
-    b = math.floor(b / 2)
+-- muldiv returns floor(a*b/d) and a*b mod d for a, b < 2^53 and d < 2^52
+-- whose quotient is below 2^53. When a*b itself is below 2^53 (the usual
+-- case) that is one division; otherwise it doubles along b's bits, keeping
+-- quotient and remainder apart so that nothing reaches 2^53.
+local function muldiv(a, b, d)
+  if a * b < TWO53 then return divmod(a * b, d) end
+  -- Loop over the smaller factor's bits. (A temporary rather than
+  -- "a, b = b, a": some Lua implementations, miniredis's among them,
+  -- assign the second from the first's new value.)
+  if a < b then local t = a; a = b; b = t end
+  local aq, ar = divmod(a, d)
+  local h = 1
+  while h + h <= b do h = h + h end
+  local q, r = 0, 0
+  while h >= 1 do
+    q = q + q; r = r + r
+    if r >= d then q = q + 1; r = r - d end
+    if b >= h then
+      b = b - h
+      q = q + aq; r = r + ar
+      if r >= d then q = q + 1; r = r - d end
+    end
+    h = h / 2
   end
+  return q, r
+end
+-- phase is t*p mod q: the grid's progress past its last whole quantum.
+local function phase(t, p, q)
+  local _, r = muldiv(math.fmod(t, q), p, q)
   return r
 end
-local function phase(t, p, q) return mulmod(t, p, q) end
+-- credit is G(from+elapsed) - G(from).
 local function credit(from, elapsed, p, q)
-  local c = divmod(phase(from, p, q) + elapsed * p, q)
+  local c, r = muldiv(elapsed, p, q)
+  if r + phase(from, p, q) >= q then c = c + 1 end
   return c
 end
 local function ceildiv(x, d)
@@ -38,6 +61,7 @@ local function ceildiv(x, d)
   if r > 0 then c = c + 1 end
   return c
 end
+-- boundary is the first tick from t at which the grid is on a whole quantum.
 local function boundary(t, p, q)
   local ph = phase(t, p, q)
   if ph == 0 then return t end
@@ -63,12 +87,18 @@ local function advance(last, tokens, now, cap, p, q, fill)
   return at, tokens
 end
 -- wait returns the time from now until a bucket holding have quanta at tick
--- at holds need, as whole microseconds and extra nanoseconds (0..1000).
+-- at holds need, as whole microseconds and extra nanoseconds (0..1000): the
+-- first instant at which the grid has refilled (need-have)*q - phase(at)
+-- more, in units of 1/q quanta, at p units per microsecond.
 local function wait(at, have, need, now, p, q)
   if have >= need then return 0, 0 end
-  local x = (need - have) * q - phase(at, p, q)
-  local k, r = divmod(x, p)
-  return at - now + k, ceildiv(r * 1000, p)
+  local k, rem = muldiv(need - have, q, p)
+  local a, b = divmod(phase(at, p, q), p)
+  k = k - a; rem = rem - b
+  if rem < 0 then k = k - 1; rem = rem + p end
+  local ns, nr = muldiv(rem, 1000, p)
+  if nr > 0 then ns = ns + 1 end
+  return at - now + k, ns
 end
 local function load(key)
   local v = redis.call('HMGET', key, 'a', 't')
