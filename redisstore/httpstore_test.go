@@ -308,3 +308,46 @@ func TestHTTPStoreBadOptions(t *testing.T) {
 		t.Errorf("fallback burst 0.5 token: %v, want an error naming the rule", err)
 	}
 }
+
+// On a Redis Cluster the store works unchanged: two limiters on their own
+// cluster clients share two rules whose buckets lie in different slots, and
+// together admit exactly the smaller burst.
+func TestHTTPStoreOnCluster(t *testing.T) {
+	nodes := startCluster(t)
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.addr())
+	}
+	rules := []httplimit.Rule{
+		hsPerIP(1.0/86400, 7),
+		{Name: "per-path", LimitKeys: []string{"path"}, Rate: 1.0 / 86400, Burst: 100},
+	}
+	if slotOf("{198.51.100.20}") == slotOf("{/x}") {
+		t.Fatal("the two rules' keys share a slot; pick others")
+	}
+	opts := HTTPStoreOptions{Timeout: 10 * time.Second}
+	var limiters []*httplimit.Limiter
+	for range 2 {
+		s, err := NewHTTPStore(newRue(t, addrs...), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limiters = append(limiters, hsLimiter(t, s, rules...))
+	}
+	admitted := 0
+	for i := range 20 {
+		res := hsCheck(limiters[i%2], "198.51.100.20")
+		if res.Allowed {
+			admitted++
+		} else if res.Status != 429 || res.DeniedBy != "per-ip" {
+			t.Errorf("request %d: %+v, want admitted or denied by per-ip", i, res)
+		}
+	}
+	if admitted != 7 {
+		t.Errorf("admitted %d of 20 across two instances, want the per-ip burst, 7", admitted)
+	}
+	// The denied requests gave back their per-path tokens: 100 - 7 left.
+	if res := hsCheck(limiters[0], "198.51.100.21"); !res.Allowed || int(res.Policies[1].Remaining) != 92 {
+		t.Errorf("another address: %+v, want admitted with 92 per-path tokens left", res)
+	}
+}
