@@ -71,8 +71,8 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 		cost, ok := tl.quantize(c.n)
 		if !ok {
 			// Deny here, and report the wait for a full bucket (replaced
-			// by InfDuration below).
-			cost = 2*tl.s.u.capacity + 1
+			// by InfDuration in script).
+			cost = tl.s.u.never()
 			if never < 0 {
 				never = i
 			}
@@ -112,11 +112,14 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 
 // call is one take in the script's terms.
 type call struct {
-	l    *Limiter
-	key  string
-	n    float64
-	cost uint64 // quanta; above capacity: report only (see takeScript)
-	at   int64  // the tick the take stored, for a give-back
+	l   *Limiter
+	key string
+	n   float64
+	// cost is in quanta; capacity+1+c asks the script for a report for a
+	// cost of c without taking (see takeScript), and units.never marks a
+	// take that can never pass.
+	cost uint64
+	at   int64 // the tick the take stored, for a give-back
 }
 
 // script runs takeScript over calls and fills out. It returns the index of
@@ -146,7 +149,7 @@ func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decisio
 			RetryAfter: time.Duration(r[2])*time.Microsecond + time.Duration(r[3]),
 			ResetAfter: time.Duration(r[4])*time.Microsecond + time.Duration(r[5]),
 		}
-		if calls[i].cost > 2*calls[i].l.s.u.capacity {
+		if calls[i].cost == calls[i].l.s.u.never() {
 			d.RetryAfter = engine.InfDuration
 		}
 		out[i] = d
@@ -186,7 +189,7 @@ func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out 
 func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out []engine.Decision, k int) (int, time.Time, error) {
 	var now time.Time
 	for j := range calls {
-		if j == k && calls[j].cost <= 2*calls[j].l.s.u.capacity && out[j].RetryAfter > 0 {
+		if j == k && calls[j].cost <= calls[j].l.s.u.capacity {
 			continue // the denial itself is already reported
 		}
 		_, t, err := l.script(ctx, calls[j:j+1], out[j:j+1])

@@ -108,6 +108,11 @@ type units struct {
 	exact bool
 }
 
+// never is the script cost of a take that can never pass: a report (no
+// take) for a cost of capacity+1, which the script caps at capacity, and
+// which no report for a real cost (at most capacity) can be.
+func (u units) never() uint64 { return 2*u.capacity + 2 }
+
 // unitsFor derives the script units of rate and burst, which the engine has
 // already validated.
 func unitsFor(rate, burst float64) (units, error) {

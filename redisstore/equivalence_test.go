@@ -244,3 +244,81 @@ func TestExpiryThenClockBack(t *testing.T) {
 		t.Fatalf("after expiry and a step back: %+v, want a full bucket", d)
 	}
 }
+
+// TestAllowAllEquivalence: AllowAll over two Limiters gives the denied index
+// and every Decision that engine.AllowAllAt gives at the same times, both
+// when the keys share a hash tag (one atomic script) and when they do not
+// (one script per take, given back on denial; the virtual clock stands still
+// during a call, as it does for AllowAllAt).
+func TestAllowAllEquivalence(t *testing.T) {
+	t.Run("one slot", func(t *testing.T) { allowAllEquivalence(t, []string{"{g}:a", "{g}:b", "{g}"}) })
+	t.Run("across slots", func(t *testing.T) {
+		if slotOf("{a}") == slotOf("{b}") || slotOf("{b}") == slotOf("{c}") {
+			t.Fatal("keys share a slot; pick others")
+		}
+		allowAllEquivalence(t, []string{"a", "b", "c"})
+	})
+}
+
+func allowAllEquivalence(t *testing.T, keys []string) {
+	m, c := miniRue(t)
+	cfgs := []Config{{Limit: 10, Burst: 3, Prefix: "user:"}, {Limit: 25, Burst: 5.5, Prefix: "tenant:"}}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	m.SetTime(now)
+	var ls []*Limiter
+	var es []*engine.Engine
+	for _, cfg := range cfgs {
+		cfg.Timeout = 10 * time.Second
+		l, err := New(c, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		es = append(es, mirror(t, cfg, now))
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var allowedCalls, deniedCalls int
+	for op := range 3000 {
+		// Up to three takes on distinct (Limiter, key) buckets.
+		n := 1 + rng.IntN(3)
+		var takes []Take
+		var etakes []engine.Take
+		seen := map[[2]int]bool{}
+		for len(takes) < n {
+			li, ki := rng.IntN(len(ls)), rng.IntN(len(keys))
+			if seen[[2]int{li, ki}] {
+				continue
+			}
+			seen[[2]int{li, ki}] = true
+			cs := costs(cfgs[li].Burst)
+			cost := cs[rng.IntN(len(cs))]
+			takes = append(takes, Take{Limiter: ls[li], Key: keys[ki], N: cost})
+			etakes = append(etakes, engine.Take{Engine: es[li], Key: ls[li].KeyFor(keys[ki]), N: cost})
+		}
+		out := make([]engine.Decision, n)
+		k, at, err := ls[0].allowAll(context.Background(), takes, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]engine.Decision, n)
+		wk := engine.AllowAllAt(at, etakes, want)
+		if k != wk {
+			t.Fatalf("op %d: denied %d, engine %d\nstore  %+v\nengine %+v", op, k, wk, out, want)
+		}
+		for i := range out {
+			if !same(out[i], want[i]) {
+				t.Fatalf("op %d take %d (%v):\nstore  %+v\nengine %+v", op, i, takes[i], out[i], want[i])
+			}
+		}
+		if k < 0 {
+			allowedCalls++
+		} else {
+			deniedCalls++
+		}
+		now = now.Add(time.Duration(rng.Int64N(int64(300 * time.Millisecond))).Truncate(time.Microsecond))
+		m.SetTime(now)
+	}
+	if allowedCalls == 0 || deniedCalls == 0 {
+		t.Fatalf("%d allowed, %d denied: the stream missed an outcome", allowedCalls, deniedCalls)
+	}
+}

@@ -50,7 +50,7 @@ func tally(l *Limiter, key string, n int) (allowed, errs int) {
 
 func TestServerKilled(t *testing.T) {
 	s := startRedis(t)
-	open, closed, fallback := policies(t, s.addr(), 200*time.Millisecond)
+	open, closed, fallback := policies(t, s.addr(), time.Second)
 	for _, l := range []*Limiter{open, closed, fallback} {
 		if a, e := tally(l, "k", 4); a != 4 || e != 0 {
 			t.Fatalf("%v before the kill: %d allowed, %d errors", l.s.OnFailure, a, e)
@@ -103,7 +103,7 @@ func waitHealthy(t *testing.T, l *Limiter, key string) {
 // failed call is a denial.
 func TestKilledMidRun(t *testing.T) {
 	s := startRedis(t)
-	_, closed, _ := policies(t, s.addr(), 200*time.Millisecond)
+	_, closed, _ := policies(t, s.addr(), time.Second)
 	var allowed, failedAllowed, errs atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -152,7 +152,7 @@ func TestKilledMidRun(t *testing.T) {
 // caller was not given, never the other way round.
 func TestServerStopped(t *testing.T) {
 	s := startRedis(t)
-	open, closed, fallback := policies(t, s.addr(), 100*time.Millisecond)
+	open, closed, fallback := policies(t, s.addr(), 300*time.Millisecond)
 	for _, l := range []*Limiter{open, closed, fallback} {
 		if a, e := tally(l, "k", 3); a != 3 || e != 0 {
 			t.Fatalf("%v: %d allowed, %d errors", l.s.OnFailure, a, e)
@@ -184,7 +184,7 @@ func TestServerStopped(t *testing.T) {
 // and the decisions are the store's, exact.
 func TestDebugSleep(t *testing.T) {
 	s := startRedis(t)
-	_, closed, _ := policies(t, s.addr(), 150*time.Millisecond)
+	_, closed, _ := policies(t, s.addr(), 300*time.Millisecond)
 	slowOK, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "slow:", Timeout: 5 * time.Second, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
@@ -201,11 +201,11 @@ func TestDebugSleep(t *testing.T) {
 		}
 		return done
 	}
-	done := sleep("1")
+	done := sleep("3")
 	a, e := tally(closed, "k", 3)
 	<-done
 	if a != 0 || e != 3 {
-		t.Fatalf("during a 1 s sleep with a 150 ms deadline: %d allowed, %d errors of 3", a, e)
+		t.Fatalf("during a 3 s sleep with a 300 ms deadline: %d allowed, %d errors of 3", a, e)
 	}
 	done = sleep("0.2")
 	a, e = tally(slowOK, "k", 12)
@@ -258,7 +258,7 @@ func TestScriptFlush(t *testing.T) {
 // asking Redis and answers by its policy at once, with ErrBreakerOpen.
 func TestBreaker(t *testing.T) {
 	s := startRedis(t)
-	l, err := New(newRue(t, s.addr()), Config{Limit: 1, Burst: 10, Timeout: 100 * time.Millisecond,
+	l, err := New(newRue(t, s.addr()), Config{Limit: 1, Burst: 10, Timeout: time.Second,
 		OnFailure: FailClosed, BreakAfter: 3, BreakFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ type Stats struct {
 // the client: Close leaves it open.
 func New(client rueidis.Client, cfg Config) (*Limiter, error) {
 	if client == nil {
-		return nil, invalid("client must not be nil")
+		return nil, nilClient(cfg)
 	}
 	return newLimiter(rueClient{client}, cfg)
 }
@@ -60,9 +60,22 @@ func New(client rueidis.Client, cfg Config) (*Limiter, error) {
 // call by up to the client's ReadTimeout (3 s by default).
 func NewGoRedis(client redis.UniversalClient, cfg Config) (*Limiter, error) {
 	if client == nil {
-		return nil, invalid("client must not be nil")
+		return nil, nilClient(cfg)
 	}
 	return newLimiter(goRedisClient{client}, cfg)
+}
+
+// nilClient is the error for a nil client: the Config's own error first, as
+// it names a field.
+func nilClient(cfg Config) error {
+	s, err := cfg.validate()
+	if err != nil {
+		return err
+	}
+	if s.fallback != nil {
+		s.fallback.Close()
+	}
+	return invalid("client must not be nil")
 }
 
 func newLimiter(c client, cfg Config) (*Limiter, error) {
