@@ -3,5 +3,9 @@
 // that the ratios between them mean something on a noisy machine.
 //
 // Everything runs under go test; see BENCHMARKS.md at the repository root for
-// the scenarios, the commands and the results.
+// the scenarios, the commands and the results. BenchmarkRedis also needs
+// redis-server: it starts one on a free loopback port, or uses the server
+// at FAUCET_REDIS_ADDR (redis.sh does that, to measure redis-benchmark's
+// ceiling on the same server), and skips without one unless
+// FAUCET_REQUIRE_REDIS=1.
 package bench

@@ -5,8 +5,12 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/faucetgo/faucet v0.0.0
+	github.com/faucetgo/faucet/redisstore v0.0.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/ulule/limiter/v3 v3.11.2
@@ -29,11 +33,14 @@ require (
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.46.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
 
 replace github.com/faucetgo/faucet => ../
+
+replace github.com/faucetgo/faucet/redisstore => ../redisstore
 
 tool golang.org/x/perf/cmd/benchstat

@@ -4,7 +4,9 @@ go 1.26.0
 
 require (
 	github.com/faucetgo/faucet v0.0.0
+	github.com/faucetgo/faucet/redisstore v0.0.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/redis/rueidis v1.0.79
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -21,6 +23,8 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
@@ -28,3 +32,5 @@ require (
 )
 
 replace github.com/faucetgo/faucet => ../
+
+replace github.com/faucetgo/faucet/redisstore => ../redisstore

@@ -179,6 +179,11 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(http)
+	redis, err := redisSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(redis)
 	return buf.Bytes(), nil
 }
 

@@ -1,10 +1,11 @@
 // Command faucet runs faucet's tools.
 //
-//	faucet serve [--rules FILE] [--upstream URL] [--listen ADDR]
+//	faucet serve [--rules FILE] [--upstream URL] [--listen ADDR] [--redis ADDR]
 //	faucet sim --rate 10 --burst 50 --load 60/s --duration 5s [--svg FILE]
 //
 // serve enforces rate-limit rules on HTTP requests, as a reverse proxy in
-// front of an upstream or as a JSON check API (faucet serve --help).
+// front of an upstream or as a JSON check API (faucet serve --help); with
+// --redis, every instance pointed at the same Redis shares the buckets.
 //
 // sim drives one key of an engine with a steady stream of requests on a
 // virtual clock and prints, per interval, how many were admitted and denied

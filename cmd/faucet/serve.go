@@ -38,6 +38,7 @@ type serveConfig struct {
 	shutdownTimeout time.Duration
 	metricsPath     string
 	validate        bool
+	redis           redisFlags
 }
 
 // defaultRules apply when no rules file is given: 5 requests per second per
@@ -56,6 +57,15 @@ Prometheus metrics. SIGHUP, or a change to FILE, reloads the rules; buckets of
 unchanged rules are kept. SIGINT or SIGTERM shuts down gracefully. A bad rules
 file is reported in full and exits with status 2.
 
+Buckets live in this process unless --redis names a Redis server (or the
+seeds of a Redis Cluster): then every instance started with the same --redis,
+--redis-prefix and rules shares each rule's buckets, and together they admit
+what one instance would. The password, if any, is read from the environment
+variable FAUCET_REDIS_PASSWORD (and an ACL user name from FAUCET_REDIS_USERNAME),
+never from the command line. When Redis fails or answers later than
+--redis-timeout, each rule's fail_mode decides ("open" admits, "closed"
+answers 503).
+
 flags:
 `
 
@@ -67,12 +77,13 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma list of `CIDR`s whose forwarding header is believed")
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&cfg.ipv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
-	fs.IntVar(&cfg.maxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded)")
+	fs.IntVar(&cfg.maxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded); in-memory buckets only, Redis expires its own")
 	fs.Uint64Var(&cfg.jitterSeed, "jitter-seed", 0, "seed of the Retry-After jitter; share it between instances")
 	fs.DurationVar(&cfg.watch, "watch", 2*time.Second, "how often to check the rules file for changes (0: only on SIGHUP)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
 	fs.StringVar(&cfg.metricsPath, "metrics-path", "/metrics", "path of the Prometheus metrics (empty: none)")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	cfg.redis.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -154,6 +165,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	if cfg.metricsPath != "" && !strings.HasPrefix(cfg.metricsPath, "/") {
 		problems = append(problems, "--metrics-path: must start with /")
 	}
+	problems = append(problems, cfg.redis.problems()...)
 	return opts, problems
 }
 
@@ -195,7 +207,7 @@ type server struct {
 }
 
 func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule, logger *log.Logger) (*server, error) {
-	store, closeStore, err := newStore(cfg)
+	store, closeStore, err := newStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,115 @@
 package main
 
-import "github.com/faucetgo/faucet/httplimit"
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/redisstore"
+	"github.com/redis/rueidis"
+)
+
+// redisFlags are serve's flags for a shared Redis store.
+type redisFlags struct {
+	addrs   string
+	timeout time.Duration
+	prefix  string
+	tls     bool
+	share   float64
+}
+
+const (
+	defaultRedisTimeout = 100 * time.Millisecond
+	defaultRedisPrefix  = "faucet:http:"
+)
+
+func (f *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addrs, "redis", "", "keep buckets in Redis at host:port `ADDR` (a comma list: seeds of a Redis Cluster), shared by every instance")
+	fs.DurationVar(&f.timeout, "redis-timeout", defaultRedisTimeout, "longest wait for Redis per request before the rule's fail_mode applies")
+	fs.StringVar(&f.prefix, "redis-prefix", defaultRedisPrefix, "prefix of every Redis key; instances share buckets only with the same prefix")
+	fs.BoolVar(&f.tls, "redis-tls", false, "connect to Redis over TLS")
+	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1], e.g. 1/instances (0: each rule's fail_mode decides)")
+}
+
+// problems lists what is wrong with the Redis flags.
+func (f *redisFlags) problems() []string {
+	var problems []string
+	if f.addrs == "" {
+		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 {
+			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share: only mean something with --redis")
+		}
+		return problems
+	}
+	for _, a := range f.list() {
+		host, port, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			problems = append(problems, fmt.Sprintf("--redis: %q is not host:port with a port from 1 to 65535", a))
+		}
+	}
+	if f.timeout <= 0 {
+		problems = append(problems, fmt.Sprintf("--redis-timeout: must be positive, got %v", f.timeout))
+	}
+	if f.prefix == "" || strings.ContainsAny(f.prefix, "{}") {
+		problems = append(problems, fmt.Sprintf("--redis-prefix: must be non-empty, without '{' or '}', got %q", f.prefix))
+	}
+	if !(f.share >= 0 && f.share <= 1) {
+		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for none, got %v", f.share))
+	}
+	return problems
+}
+
+// list splits --redis into its addresses.
+func (f *redisFlags) list() []string {
+	var out []string
+	for a := range strings.SplitSeq(f.addrs, ",") {
+		out = append(out, strings.TrimSpace(a))
+	}
+	return out
+}
 
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
-func newStore(cfg *serveConfig) (httplimit.Store, func() error, error) {
-	s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
-	return s, s.Close, nil
+func newStore(cfg *serveConfig, logger *log.Logger) (httplimit.Store, func() error, error) {
+	if cfg.redis.addrs == "" {
+		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
+		return s, s.Close, nil
+	}
+	f := &cfg.redis
+	opt := rueidis.ClientOption{
+		InitAddress: f.list(),
+		// The password stays out of argv, where any local user could read
+		// it in the process list.
+		Username: os.Getenv("FAUCET_REDIS_USERNAME"),
+		Password: os.Getenv("FAUCET_REDIS_PASSWORD"),
+		// A server that does not answer at all is found out by the
+		// per-request deadline; this bounds connecting.
+		Dialer:           net.Dialer{Timeout: 5 * time.Second},
+		ConnWriteTimeout: 5 * time.Second,
+	}
+	if f.tls {
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--redis %s: %w", f.addrs, err)
+	}
+	s, err := redisstore.NewHTTPStore(client, redisstore.HTTPStoreOptions{
+		Prefix:        f.prefix,
+		Timeout:       f.timeout,
+		FallbackShare: f.share,
+		OnFallback:    func(err error) { logger.Printf("store: %v (decided in memory)", err) },
+	})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	logger.Printf("buckets in Redis at %s, prefix %q", f.addrs, f.prefix)
+	return s, func() error { client.Close(); return nil }, nil
 }

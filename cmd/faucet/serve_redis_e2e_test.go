@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRedisServer runs redis-server without persistence on a free loopback
+// port until the test ends. Without the binary the test skips, or fails
+// when FAUCET_REQUIRE_REDIS=1.
+func startRedisServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("FAUCET_REQUIRE_REDIS") == "1" {
+			t.Fatal("FAUCET_REQUIRE_REDIS=1 and redis-server not found: apt-get install -y redis-server")
+		}
+		t.Skip("redis-server not found: apt-get install -y redis-server")
+	}
+	dir := t.TempDir()
+	for range 5 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		_, port, _ := net.SplitHostPort(addr)
+		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+				return addr
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	t.Fatal("redis-server did not start")
+	return ""
+}
+
+// checkVia posts one check for ip to p's check API and returns whether it
+// was allowed, its status and its Retry-After header.
+func checkVia(t *testing.T, p *proc, ip string) (allowed bool, status int, retryAfter string) {
+	t.Helper()
+	resp, err := http.Post(p.url("/v1/check"), "application/json", strings.NewReader(`{"ip":"`+ip+`","path":"/x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Allowed bool              `json:"allowed"`
+		Status  int               `json:"status"`
+		Headers map[string]string `json:"headers"`
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST /v1/check: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Allowed, out.Status, out.Headers["Retry-After"]
+}
+
+// Two faucet serve instances with the same rules and --redis enforce one
+// limit between them: burst 10 at 1 token per 100 s admits exactly 10 of 30
+// requests sent to them in turn, and denies the rest with 429 and
+// Retry-After. Without --redis each instance has its own buckets and the
+// same requests get 20 through.
+func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
+	addr := startRedisServer(t)
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
+	  "algorithm_config":{"rps":0.01,"burst":10}}]}`)
+	admitted := func(a, b *proc) int {
+		n := 0
+		for i := range 30 {
+			p := a
+			if i%2 == 1 {
+				p = b
+			}
+			allowed, status, ra := checkVia(t, p, "203.0.113.5")
+			if allowed {
+				n++
+				continue
+			}
+			if s, err := strconv.Atoi(ra); status != 429 || err != nil || s < 1 {
+				t.Errorf("check %d denied with status %d, Retry-After %q; want 429 and a wait in seconds", i, status, ra)
+			}
+		}
+		return n
+	}
+	a := startServe(t, "--rules", rules, "--redis", addr)
+	b := startServe(t, "--rules", rules, "--redis", addr)
+	if n := admitted(a, b); n != 10 {
+		t.Errorf("two instances sharing Redis admitted %d of 30, want 10 (one burst)", n)
+	}
+	// Another prefix is another set of buckets.
+	c := startServe(t, "--rules", rules, "--redis", addr, "--redis-prefix", "other:")
+	if n := admitted(c, c); n != 10 {
+		t.Errorf("an instance under another prefix admitted %d of 30, want its own burst of 10", n)
+	}
+	d := startServe(t, "--rules", rules)
+	e := startServe(t, "--rules", rules)
+	if n := admitted(d, e); n != 20 {
+		t.Errorf("two instances with in-memory buckets admitted %d of 30, want 20 (a burst each)", n)
+	}
+}
+
+// Redis flags are checked before anything starts, and an unreachable server
+// fails the start with the address in the message.
+func TestServeRedisBadFlags(t *testing.T) {
+	code, _, errs := runArgs("serve", "--redis", "localhost", "--redis-timeout", "0s", "--redis-prefix", "{x}",
+		"--redis-fallback-share", "2", "--validate")
+	for _, want := range []string{`--redis: "localhost" is not host:port`, "--redis-timeout: must be positive",
+		"--redis-prefix: must be non-empty, without '{' or '}'", "--redis-fallback-share: must be in (0, 1]"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("output lacks %q:\n%s", want, errs)
+		}
+	}
+	if code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if code, _, errs := runArgs("serve", "--redis-prefix", "x:", "--validate"); code != 2 || !strings.Contains(errs, "only mean something with --redis") {
+		t.Errorf("--redis-prefix without --redis: exit %d, %q", code, errs)
+	}
+	// A port nothing listens on: the listener is closed before use.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	if code, _, errs := runArgs("serve", "--redis", dead, "--listen", "127.0.0.1:0"); code == 0 || !strings.Contains(errs, dead) {
+		t.Errorf("unreachable Redis: exit %d, %q; want a failed start naming %s", code, errs, dead)
+	}
+}
