@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -16,14 +15,8 @@ const httpTarget = 1.05
 // results/*-http.txt (bench/http.sh), or "" if there is none. It has its own
 // results file because it runs processes, not go test.
 func httpSection(dir string) (string, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*-http.txt"))
-	if len(files) == 0 {
-		return "", nil
-	}
-	sort.Strings(files)
-	file := files[len(files)-1]
-	r, err := load(file)
-	if err != nil {
+	file, r, err := newest(dir, "-http.txt")
+	if file == "" || err != nil {
 		return "", err
 	}
 	var loads []string

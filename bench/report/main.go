@@ -208,3 +208,16 @@ func rel(from, path string) string {
 }
 
 var _ = io.Discard
+
+// newest loads the newest results file in dir whose name ends in suffix (the
+// names start with the date); file is "" if there is none.
+func newest(dir, suffix string) (file string, r *results, err error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if len(files) == 0 {
+		return "", nil, nil
+	}
+	sort.Strings(files)
+	file = files[len(files)-1]
+	r, err = load(file)
+	return file, r, err
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -21,14 +20,8 @@ const (
 // HTTP load test it has its own file: it needs a redis-server, and its
 // ceiling rows come from redis-benchmark, not go test.
 func redisSection(dir string) (string, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*-redis.txt"))
-	if len(files) == 0 {
-		return "", nil
-	}
-	sort.Strings(files)
-	file := files[len(files)-1]
-	r, err := load(file)
-	if err != nil {
+	file, r, err := newest(dir, "-redis.txt")
+	if file == "" || err != nil {
 		return "", err
 	}
 	impls := r.impls("bench", "Redis")
