@@ -32,7 +32,17 @@ func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, 
 		left := l.Capacity - cost
 		return nil, Decision{Allowed: true, Remaining: fixedpoint.TokensOf(left), ResetAfter: e.wait(now.Tick, left, l.Capacity, ns)}
 	}
-	b, created := e.table.Insert(h, key, l, now)
+	// A new bucket is full at every tick since its shard's last eviction, so
+	// it is stamped as early as its word safely holds (RefStep below the
+	// reference tick; Insert raises that to the eviction), not at this
+	// call's time. A caller with an earlier time whose take lands on the new
+	// bucket before this call's own take is then decided at its own time, as
+	// if it had come first, rather than at this call's (P14).
+	born := now
+	if early := e.ref.Load() - l.RefStep; early < born.Ceil {
+		born = fixedpoint.Instant{Tick: early, Ceil: early}
+	}
+	b, created := e.table.Insert(h, key, l, born)
 	if !created {
 		e.live.Add(-1) // someone else created it first; give back the room
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
 )
 
 // Held is a take of AllowAll in flight, for tests that interleave other calls
@@ -31,4 +32,11 @@ func (e *Engine) GiveBack(key string, h Held) Decision {
 func HoldReservation(e *Engine) (release func()) {
 	e.live.Add(1)
 	return func() { e.live.Add(-1) }
+}
+
+// CreateAt creates key's bucket as a call at t does before its take, and
+// takes nothing: a test can then land another call on the new bucket first.
+func (e *Engine) CreateAt(t time.Time, key string) {
+	ns := e.nanosAt(t)
+	e.create(shard.Hash(key), key, e.layout.At(ns), ns, 0)
 }

@@ -128,3 +128,44 @@ func TestWaitsSaturate(t *testing.T) {
 		t.Errorf("AllowAt(-2^62 ns) after a take at +2^62 ns = %+v, want denied, both waits InfDuration-1", d)
 	}
 }
+
+// A new bucket used to be stamped at its creator's time. A caller with an
+// earlier time whose take landed on it before the creator's own take was then
+// decided at the creator's time, withholding the refill in between: an
+// outcome no order of the two calls gives (found by TestLinearizable, with a
+// sweep between the calls). The bucket is now stamped no later than the
+// shard's last eviction, so the earlier caller is decided at its own time.
+func TestNewBucketIsNotStampedAtItsCreatorsTime(t *testing.T) {
+	e, err := engine.New(engine.Config{Limit: 1000, Burst: 5, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	base := time.Unix(1_700_000_000, 0)
+	at := func(us int64) time.Time { return base.Add(time.Duration(us) * time.Microsecond) }
+
+	// Never seen: the creator reads 1000 µs, an earlier caller 900 µs.
+	e.TokensAt(at(0), "") // the epoch
+	e.CreateAt(at(1000), "k")
+	d := e.AllowAt(at(900), "k", 1)
+	if !d.Allowed || d.Remaining != 4 || d.ResetAfter != time.Millisecond {
+		t.Fatalf("take at 900 µs on a bucket created at 1000 µs: %+v, want allowed, 4 left, full again 1 ms later", d)
+	}
+	if got := e.TokensAt(at(1400), "k"); got != 4.5 {
+		t.Fatalf("tokens at 1400 µs = %v, want 4.5 (refill counted from 900 µs)", got)
+	}
+
+	// After an eviction at 20000 µs: a bucket created at 20050 µs and a
+	// take from 19980 µs is decided at the eviction, not at 20050 µs.
+	if n := e.SweepAt(at(20000)); n != 1 {
+		t.Fatalf("sweep evicted %d buckets, want 1", n)
+	}
+	e.CreateAt(at(20050), "k")
+	d = e.AllowAt(at(19980), "k", 0.323)
+	if !d.Allowed || d.Remaining != 4.677 || d.ResetAfter != 323*time.Microsecond+20*time.Microsecond {
+		t.Fatalf("take at 19980 µs after an eviction at 20000 µs: %+v, want 4.677 left, full again at 20323 µs", d)
+	}
+	if got := e.TokensAt(at(20100), "k"); got != 4.777 {
+		t.Fatalf("tokens at 20100 µs = %v, want 4.777 (refill counted from the eviction)", got)
+	}
+}
