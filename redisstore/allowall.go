@@ -79,6 +79,9 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 		}
 		c.cost = cost
 		calls = append(calls, c)
+		if len(takes) == 1 {
+			break // one key is one slot: no need to hash it
+		}
 		if s := slotOf(c.key); slot < 0 {
 			slot = s
 		} else if s != slot {

@@ -182,9 +182,13 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 			return nil, ErrBreakerOpen
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.s.Timeout)
+	// A caller's own deadline that comes first already bounds the call.
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
+		defer cancel()
+	}
 	v, err := l.c.run(ctx, s, keys, args)
-	cancel()
 	if err != nil {
 		if l.fails.Add(1) >= int64(l.s.breakWhen) {
 			l.broken.Store(time.Now().Add(l.s.breakFor).UnixNano())
