@@ -125,40 +125,51 @@ type call struct {
 	at   int64 // the tick the take stored, for a give-back
 }
 
-// script runs takeScript over calls and fills out. It returns the index of
-// the denied take (-1 for none) and the server's time.
+// script runs a take script over calls and fills out. It returns the index
+// of the denied take (-1 for none) and the server's time.
 func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decision) (int, time.Time, error) {
-	keys := make([]string, len(calls))
-	args := make([]string, 0, 5*len(calls))
-	for i, c := range calls {
-		keys[i] = c.key
+	take := takeLua
+	if len(calls) == 1 {
+		take = takeOneLua
+	}
+	var keyStack [1]string
+	var argStack [5]string
+	keys, args := keyStack[:0], argStack[:0]
+	for _, c := range calls {
+		keys = append(keys, c.key)
 		s := c.l.s
 		args = append(args, s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10))
 	}
-	v, err := l.call(ctx, takeLua, keys, args)
+	v, err := l.call(ctx, take, keys, args)
 	if err != nil {
 		return -1, time.Time{}, err
 	}
-	if len(v) != 3+7*len(calls) {
+	if len(v) != 2+2*len(calls) {
 		return -1, time.Time{}, fmt.Errorf("%w: %d integers for %d takes", errReply, len(v), len(calls))
 	}
-	now := time.Unix(v[0], v[1]*1000)
-	denied := int(v[2]) - 1
+	now := v[0]
+	denied := int(v[1]) - 1
 	for i := range calls {
-		r := v[3+7*i:]
-		d := engine.Decision{
-			Allowed:    r[0] == 1,
-			Remaining:  float64(r[1]) / 1000,
-			RetryAfter: time.Duration(r[2])*time.Microsecond + time.Duration(r[3]),
-			ResetAfter: time.Duration(r[4])*time.Microsecond + time.Duration(r[5]),
+		at, tk := v[2+2*i], v[3+2*i]
+		u := calls[i].l.s.u
+		if at < now || tk < 0 || uint64(tk) > u.capacity {
+			return -1, time.Time{}, fmt.Errorf("%w: take %d at %d holding %d at %d", errReply, i, at, tk, now)
 		}
-		if calls[i].cost == calls[i].l.s.u.never() {
+		d := engine.Decision{
+			Allowed:    denied < 0,
+			Remaining:  float64(tk) / 1000,
+			ResetAfter: u.wait(at, uint64(tk), u.capacity, now),
+		}
+		if denied >= 0 {
+			d.RetryAfter = u.wait(at, uint64(tk), u.reportCost(calls[i].cost), now)
+		}
+		if calls[i].cost == u.never() {
 			d.RetryAfter = engine.InfDuration
 		}
 		out[i] = d
-		calls[i].at = r[6]
+		calls[i].at = at
 	}
-	return denied, now, nil
+	return denied, time.UnixMicro(now), nil
 }
 
 // sequence makes takes on different slots one script each, giving back the

@@ -23,8 +23,9 @@ func newScript(src string) script {
 }
 
 var (
-	takeLua   = newScript(takeScript)
-	refundLua = newScript(refundScript)
+	takeOneLua = newScript(takeOneScript)
+	takeLua    = newScript(takeScript)
+	refundLua  = newScript(refundScript)
 )
 
 // client is what a Limiter needs from a connection: run a script and get its

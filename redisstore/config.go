@@ -109,9 +109,20 @@ type units struct {
 }
 
 // never is the script cost of a take that can never pass: a report (no
-// take) for a cost of capacity+1, which the script caps at capacity, and
+// take) for a cost of capacity+1, which reportCost caps at capacity, and
 // which no report for a real cost (at most capacity) can be.
 func (u units) never() uint64 { return 2*u.capacity + 2 }
+
+// reportCost is the cost a denied take's RetryAfter waits for: the cost
+// itself, or for a script cost c above the capacity (a report without a
+// take) c-(capacity+1), at most the capacity (a take that can never pass
+// reports a full refill).
+func (u units) reportCost(c uint64) uint64 {
+	if c > u.capacity {
+		c -= u.capacity + 1
+	}
+	return min(c, u.capacity)
+}
 
 // unitsFor derives the script units of rate and burst, which the engine has
 // already validated.

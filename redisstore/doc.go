@@ -34,9 +34,10 @@
 // only delays refill until the clock catches up).
 //
 // A bucket's key expires when the bucket would be full again (the TTL is the
-// time to a full refill, rounded up to a millisecond), because a full bucket
-// and a missing key are the same thing. Memory in Redis is therefore bounded
-// by the keys active within one fill time.
+// time to a full refill rounded up: never earlier, at most one quantum's
+// refill and 3 ms later), because a full bucket and a missing key are the
+// same thing. Memory in Redis is therefore bounded by the keys active within
+// one fill time.
 //
 // # Units
 //
@@ -47,9 +48,12 @@
 //   - tokens in quanta of 0.001 token, as the engine (capacity at most 1e12);
 //   - time in microseconds since the Unix epoch, the resolution of TIME
 //     (about 2^50.6 today);
-//   - the rate as a fraction p/q quanta per microsecond, p and q below 2^52;
-//   - waits as whole microseconds plus nanoseconds (0 to 1000), rounded up,
-//     so that a wait of a year (3.2e16 ns) needs no integer above 2^53.
+//   - the rate as a fraction p/q quanta per microsecond, p and q below 2^52.
+//
+// A script returns the bucket's state (its tick and quanta) and the server's
+// time; the Limiter derives RetryAfter and ResetAfter from them in 128-bit
+// integer arithmetic, the same computation in Lua costing the server more
+// than the rest of the take.
 //
 // A product that could reach 2^53 (elapsed time times p, a phase) is formed
 // by doubling with quotient and remainder kept apart, so every quotient the

@@ -234,7 +234,7 @@ func TestExpiryThenClockBack(t *testing.T) {
 		t.Fatalf("drain: %+v", d)
 	}
 	if ttl := m.TTL(l.KeyFor("k")); ttl < 500*time.Millisecond || ttl > 502*time.Millisecond {
-		t.Fatalf("TTL %v, want the time to a full refill (500 ms) rounded up", ttl)
+		t.Fatalf("TTL %v, want the time to a full refill (500 ms) plus at most 2 ms of rounding", ttl)
 	}
 	m.SetTime(t0.Add(time.Second))
 	m.FastForward(time.Second)
@@ -244,6 +244,39 @@ func TestExpiryThenClockBack(t *testing.T) {
 	m.SetTime(t0.Add(250 * time.Millisecond))
 	if d, _ := takeTimed(t, l, "k", 0); d.Remaining != 5 {
 		t.Fatalf("after expiry and a step back: %+v, want a full bucket", d)
+	}
+}
+
+// TestTTLCoversTheRefill: a bucket's key lives at least until the bucket is
+// full again (its Decision's ResetAfter), or Redis would forget a bucket
+// still refilling, and not much longer: at most one quantum's refill and
+// 3 ms of rounding beyond it.
+func TestTTLCoversTheRefill(t *testing.T) {
+	m, c := miniRue(t)
+	for i, cfg := range equivConfigs {
+		l := equivLimiter(t, c, cfg, fmt.Sprintf("ttl%d:", i))
+		quantum := time.Duration(float64(l.s.u.q)/float64(l.s.u.p)*1000) + time.Nanosecond
+		now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 7919 * time.Microsecond)
+		rng := rand.New(rand.NewPCG(5, uint64(i)))
+		cs := costs(cfg.Burst)
+		taken := 0
+		for range 300 {
+			now = now.Add(time.Duration(rng.Int64N(int64(2e9/float64(cfg.Limit)) + 1)).Truncate(time.Microsecond))
+			m.SetTime(now)
+			key, n := []string{"a", "b"}[rng.IntN(2)], cs[rng.IntN(len(cs))]
+			d, _ := takeTimed(t, l, key, n)
+			if !d.Allowed || n == 0 {
+				continue
+			}
+			taken++
+			ttl := m.TTL(l.KeyFor(key))
+			if ttl < d.ResetAfter || ttl > d.ResetAfter+quantum+3*time.Millisecond {
+				t.Fatalf("limit %v burst %v: TTL %v after a take with ResetAfter %v (a quantum refills in %v)", cfg.Limit, cfg.Burst, ttl, d.ResetAfter, quantum)
+			}
+		}
+		if taken == 0 {
+			t.Fatalf("limit %v burst %v: no take to check", cfg.Limit, cfg.Burst)
+		}
 	}
 }
 

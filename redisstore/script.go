@@ -11,8 +11,8 @@ package redisstore
 //
 // The helpers mirror package fixedpoint with one microsecond as the tick:
 // the refill grid G(t) = floor(t*p/q) quanta at microsecond t, its phase
-// (t*p mod q), Credit, Boundary and the wait until a count is reached.
-// Products that could pass 2^53 go through muldiv, which never forms them.
+// (t*p mod q), Credit, Boundary and Advance. (The wait until a count is
+// reached is computed in Go, units.wait.) Products that could pass 2^53 go through muldiv, which never forms them.
 const luaLib = `
 local TWO53 = 9007199254740992
 local function divmod(x, d)
@@ -88,121 +88,114 @@ local function advance(last, tokens, now, cap, p, q, fill)
   end
   return at, tokens
 end
--- wait returns the time from now until a bucket holding have quanta at tick
--- at holds need, as whole microseconds and extra nanoseconds (0..1000): the
--- first instant at which the grid has refilled (need-have)*q - phase(at)
--- more, in units of 1/q quanta, at p units per microsecond.
-local function wait(at, have, need, now, p, q)
-  if have >= need then return 0, 0 end
-  local k, rem = muldiv(need - have, q, p)
-  local a, b = divmod(phase(at, p, q), p)
-  k = k - a; rem = rem - b
-  if rem < 0 then k = k - 1; rem = rem + p end
-  local ns, nr = muldiv(rem, 1000, p)
-  if nr > 0 then ns = ns + 1 end
-  return at - now + k, ns
-end
 -- A bucket is one string, "<tick> <quanta>", both integers written by
 -- string.format's %d (never tostring, whose 14 digits would round them).
+-- (Arithmetic on the strings converts them as tonumber does, without a
+-- function call.)
 local function load(key)
   local v = redis.call('GET', key)
   if not v then return nil, nil end
   local i = string.find(v, ' ', 1, true)
-  return tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
+  return string.sub(v, 1, i - 1) + 0, string.sub(v, i + 1) + 0
 end
--- store writes a bucket with its time to a full refill (us, ns) as TTL, in
--- milliseconds rounded up, plus one: Redis measures expiry from its clock
--- at the command's start, which may lag TIME by up to a millisecond. A
--- full bucket is a missing key.
-local function store(key, at, tokens, cap, us, ns)
+-- store writes a bucket at tick at; a full bucket is a missing key. Its TTL
+-- must not end before the bucket is full again, or Redis would forget a
+-- bucket still refilling, and it need not be exact: a key outliving its
+-- bucket's refill holds a full bucket, which reads as a missing one. So it
+-- is the refill's upper bound (at-now) + (cap-tokens)*q/p microseconds, in
+-- floating point (its rounding is far below the microsecond added), in
+-- milliseconds rounded up, plus one, as Redis measures expiry from its clock
+-- at the command's start, which may lag TIME by up to a millisecond. (The
+-- exact wait is computed by the caller; here it would cost the server more
+-- than the rest of the refill.) The TTL goes as a string: a number argument
+-- costs redis.call a slow conversion.
+local function store(key, at, tokens, cap, now, p, q)
   if tokens >= cap then
     redis.call('DEL', key)
     return
   end
-  if ns > 0 then us = us + 1 end
-  redis.call('SET', key, string.format('%d %d', at, tokens), 'PX', ceildiv(us, 1000) + 1)
+  local ms = math.ceil((at - now + (cap - tokens) * q / p + 1) / 1000) + 1
+  redis.call('SET', key, string.format('%d %d', at, tokens), 'PX', string.format('%d', ms))
 end
 local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local now = tm[1] * 1000000 + tm[2]
 `
 
-// takeScript takes ARGV costs from KEYS, all or none, at Redis TIME.
+// The take scripts reply {now, denied, then two integers per key: the tick
+// the bucket's state is taken at and the quanta it holds}. now is Redis TIME
+// in microseconds; denied is 0 when every take was made, else the 1-based
+// index of the first denied take: then nothing was written and each key
+// reports its bucket as it is. The caller derives RetryAfter and ResetAfter
+// from that state (see units.wait), in exact integer arithmetic that Lua's
+// float64 numbers would need several times the script's other work for.
 //
-// ARGV holds five integers per key: capacity, p, q, fill and cost, all in the
-// units above (cost 0 peeks; a cost c above the capacity takes nothing and
-// denies, reporting the wait for c-capacity-1). The reply is {seconds, microseconds, denied,
-// then seven integers per key: allowed, remaining quanta, RetryAfter as
-// whole microseconds and extra nanoseconds, ResetAfter likewise, and the tick
-// the bucket's state is taken at (for a refund)}. denied is 0 when
-// every take was made, else the 1-based index of the first denied take; then
-// nothing was written and each key reports its bucket as it is, with the wait
-// until its take alone would pass.
-//
-// Takes run in order against the state the earlier takes left, so a key
-// listed twice pays twice, as it does in engine.AllowAll.
+// ARGV holds five integers per key: capacity, p, q, fill and cost, all in
+// the units above. Cost 0 peeks; a cost above the capacity takes nothing and
+// denies (the caller reads it as a request for a report).
+
+// takeOneScript is takeScript for one key, the common call, without the
+// bookkeeping for keys listed twice.
+const takeOneScript = luaLib + `
+local cap, p, q, fill, cost = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
+local key = KEYS[1]
+local last, tokens = load(key)
+local at, tk = advance(last, tokens, now, cap, p, q, fill)
+if cost > 0 then
+  if tk < cost then return {now, 1, at, tk} end
+  tk = tk - cost
+  store(key, at, tk, cap, now, p, q)
+end
+return {now, 0, at, tk}
+`
+
+// takeScript takes ARGV costs from KEYS, all or none, at Redis TIME. Takes
+// run in order against the state the earlier takes left, so a key listed
+// twice pays twice, as it does in engine.AllowAll.
 const takeScript = luaLib + `
 local n = #KEYS
 local cur = {}
-local out = {tonumber(tm[1]), tonumber(tm[2]), 0}
+local out = {now, 0}
 local writes = {}
 for i = 1, n do
   local j = (i - 1) * 5
-  local cap, p, q, fill, cost = tonumber(ARGV[j+1]), tonumber(ARGV[j+2]), tonumber(ARGV[j+3]), tonumber(ARGV[j+4]), tonumber(ARGV[j+5])
+  local cap, p, q, fill, cost = ARGV[j+1] + 0, ARGV[j+2] + 0, ARGV[j+3] + 0, ARGV[j+4] + 0, ARGV[j+5] + 0
   local key = KEYS[i]
   local s = cur[key]
   local last, tokens
   if s then last, tokens = s[1], s[2] else last, tokens = load(key) end
   local at, tk = advance(last, tokens, now, cap, p, q, fill)
-  local o = 3 + (i - 1) * 7
-  if cost > 0 and tk >= cost then
+  if cost > 0 then
+    if tk < cost then
+      out[2] = i
+      break
+    end
     tk = tk - cost
     cur[key] = {at, tk}
-    out[o+1] = 1
-  elseif cost == 0 then
-    out[o+1] = 1
-  else
-    out[3] = i
-    break
-  end
-  out[o+2] = tk
-  out[o+3], out[o+4] = 0, 0
-  out[o+5], out[o+6] = wait(at, tk, cap, now, p, q)
-  out[o+7] = at
-  if out[o+1] == 1 and cost > 0 then
     -- A key listed twice is written once, with its last state.
-    writes[key] = {at, tk, cap, out[o+5], out[o+6]}
+    writes[key] = {at, tk, cap, p, q}
   end
+  out[2*i+1], out[2*i+2] = at, tk
 end
-if out[3] == 0 then
-  for key, w in pairs(writes) do store(key, w[1], w[2], w[3], w[4], w[5]) end
+if out[2] == 0 then
+  for key, w in pairs(writes) do store(key, w[1], w[2], w[3], now, w[4], w[5]) end
   return out
 end
 for i = 1, n do
   local j = (i - 1) * 5
-  local cap, p, q, fill, cost = tonumber(ARGV[j+1]), tonumber(ARGV[j+2]), tonumber(ARGV[j+3]), tonumber(ARGV[j+4]), tonumber(ARGV[j+5])
+  local cap, p, q, fill = ARGV[j+1] + 0, ARGV[j+2] + 0, ARGV[j+3] + 0, ARGV[j+4] + 0
   local last, tokens = load(KEYS[i])
-  local at, tk = advance(last, tokens, now, cap, p, q, fill)
-  local o = 3 + (i - 1) * 7
-  out[o+1] = 0
-  out[o+2] = tk
-  -- A cost above the capacity only asks for a report: of cost-(cap+1),
-  -- itself capped (a take that can never pass reports a full refill).
-  if cost > cap then cost = cost - (cap + 1) end
-  if cost > cap then cost = cap end
-  out[o+3], out[o+4] = wait(at, tk, cost, now, p, q)
-  out[o+5], out[o+6] = wait(at, tk, cap, now, p, q)
-  out[o+7] = at
+  out[2*i+1], out[2*i+2] = advance(last, tokens, now, cap, p, q, fill)
 end
 return out
 `
 
-// refundScript gives back a take made by takeScript: KEYS[1], ARGV capacity,
-// p, q, fill, cost and the tick the take stored. It returns the cost less the
-// refill the bucket received since the take (engine.AllowAll's give-back), at
-// most up to the capacity, so that the bucket never holds more than it would
-// had the take never been made. The reply is {seconds, microseconds}.
+// refundScript gives back a take made by a take script: KEYS[1], ARGV
+// capacity, p, q, fill, cost and the tick the take stored. It returns the
+// cost less the refill the bucket received since the take (engine.AllowAll's
+// give-back), at most up to the capacity, so that the bucket never holds more
+// than it would had the take never been made. The reply is {now}.
 const refundScript = luaLib + `
-local cap, p, q, fill, cost, took = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local cap, p, q, fill, cost, took = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local key = KEYS[1]
 local last, tokens = load(key)
 if last ~= nil then
@@ -215,10 +208,8 @@ if last ~= nil then
     if c >= back then back = 0 else back = back - c end
   end
   if back > 0 and tk < cap then
-    tk = math.min(tk + back, cap)
-    local us, ns = wait(at, tk, cap, now, p, q)
-    store(key, at, tk, cap, us, ns)
+    store(key, at, math.min(tk + back, cap), cap, now, p, q)
   end
 end
-return {tonumber(tm[1]), tonumber(tm[2])}
+return {now}
 `
