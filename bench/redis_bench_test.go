@@ -50,7 +50,9 @@ var redisImpls = []redisImpl{faucetRedisImpl, faucetGoRedisImpl, redisRateImpl, 
 // (queueing in the client included), admit/op the share admitted, and
 // server-ns/op the time the server spent in the script per check (from INFO
 // commandstats): checks/s times server-ns/op is the share of the server's
-// one thread the checks kept busy.
+// one thread the checks kept busy. scripts/op is the scripts the server ran
+// per check: 1 for a limiter that sends each check alone, less for faucet's
+// batches.
 func BenchmarkRedis(b *testing.B) {
 	keys := keys13(redisKeys)
 	seq := uniformSeq(redisKeys)
@@ -140,9 +142,10 @@ func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []s
 	b.ReportMetric(float64(all.ValueAtQuantile(50)), "p50-ns")
 	b.ReportMetric(float64(all.ValueAtQuantile(99)), "p99-ns")
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admit/op")
-	usec, err := redisScriptTime(addr)
+	usec, calls, err := redisScriptTime(addr)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(usec)*1e3/float64(b.N), "server-ns/op")
+	b.ReportMetric(float64(calls)/float64(b.N), "scripts/op")
 }

@@ -105,30 +105,30 @@ func pingRedis(addr string, d time.Duration) error {
 }
 
 // redisScriptTime returns the microseconds the server has spent running
-// scripts (EVALSHA and EVAL, the commands they call included) since its
-// statistics were last reset (CONFIG RESETSTAT).
-func redisScriptTime(addr string) (usec int64, err error) {
+// scripts (EVALSHA and EVAL, the commands they call included), and how many
+// it ran, since its statistics were last reset (CONFIG RESETSTAT).
+func redisScriptTime(addr string) (usec, calls int64, err error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := fmt.Fprint(c, "INFO commandstats\r\n"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r := bufio.NewReader(c)
 	head, err := r.ReadString('\n')
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var n int
 	if _, err := fmt.Sscanf(head, "$%d", &n); err != nil {
-		return 0, fmt.Errorf("INFO commandstats: %q", head)
+		return 0, 0, fmt.Errorf("INFO commandstats: %q", head)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for line := range strings.SplitSeq(string(body), "\r\n") {
 		name, stats, ok := strings.Cut(line, ":")
@@ -136,16 +136,22 @@ func redisScriptTime(addr string) (usec int64, err error) {
 			continue
 		}
 		for kv := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(kv, "usec="); ok {
-				u, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("INFO commandstats: %q", line)
-				}
-				usec += u
+			k, v, _ := strings.Cut(kv, "=")
+			if k != "usec" && k != "calls" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("INFO commandstats: %q", line)
+			}
+			if k == "usec" {
+				usec += n
+			} else {
+				calls += n
 			}
 		}
 	}
-	return usec, nil
+	return usec, calls, nil
 }
 
 // redisCommand sends one inline command (no arguments with spaces) and

@@ -58,6 +58,20 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 	if len(takes) == 0 {
 		return -1, now, nil
 	}
+	if len(takes) == 1 {
+		tl := takes[0].Limiter
+		if tl == nil {
+			tl = l
+		}
+		if tl.batches {
+			d, now, err := tl.allowOne(ctx, takes[0].Key, takes[0].N)
+			out[0] = d
+			if d.Allowed {
+				return -1, now, err
+			}
+			return 0, now, err
+		}
+	}
 	var stack [8]call
 	calls := stack[:0]
 	never := -1
@@ -130,7 +144,7 @@ type call struct {
 func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decision) (int, time.Time, error) {
 	take := takeLua
 	if len(calls) == 1 {
-		take = takeOneLua
+		take = takeEachLua
 	}
 	var keyStack [1]string
 	var argStack [5]string
@@ -150,26 +164,36 @@ func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decisio
 	now := v[0]
 	denied := int(v[1]) - 1
 	for i := range calls {
-		at, tk := v[2+2*i], v[3+2*i]
-		u := calls[i].l.s.u
-		if at < now || tk < 0 || uint64(tk) > u.capacity {
-			return -1, time.Time{}, fmt.Errorf("%w: take %d at %d holding %d at %d", errReply, i, at, tk, now)
-		}
-		d := engine.Decision{
-			Allowed:    denied < 0,
-			Remaining:  float64(tk) / 1000,
-			ResetAfter: u.wait(at, uint64(tk), u.capacity, now),
-		}
-		if denied >= 0 {
-			d.RetryAfter = u.wait(at, uint64(tk), u.reportCost(calls[i].cost), now)
-		}
-		if calls[i].cost == u.never() {
-			d.RetryAfter = engine.InfDuration
+		d, err := decision(calls[i].l.s.u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)
+		if err != nil {
+			return -1, time.Time{}, fmt.Errorf("take %d: %w", i, err)
 		}
 		out[i] = d
-		calls[i].at = at
+		calls[i].at = v[2+2*i]
 	}
 	return denied, time.UnixMicro(now), nil
+}
+
+// decision is the Decision for a take of cost (script units) from a bucket
+// that holds tk quanta at tick at, after the take if it was made, at the
+// server's time now. denied reports that the take, or another of an
+// all-or-nothing call, was not made.
+func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Decision, error) {
+	if at < now || tk < 0 || uint64(tk) > u.capacity {
+		return engine.Decision{}, fmt.Errorf("%w: a bucket at %d holding %d at %d", errReply, at, tk, now)
+	}
+	d := engine.Decision{
+		Allowed:    !denied,
+		Remaining:  float64(tk) / 1000,
+		ResetAfter: u.wait(at, uint64(tk), u.capacity, now),
+	}
+	if denied {
+		d.RetryAfter = u.wait(at, uint64(tk), u.reportCost(cost), now)
+	}
+	if cost == u.never() {
+		d.RetryAfter = engine.InfDuration
+	}
+	return d, nil
 }
 
 // sequence makes takes on different slots one script each, giving back the

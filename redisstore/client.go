@@ -23,15 +23,18 @@ func newScript(src string) script {
 }
 
 var (
-	takeOneLua = newScript(takeOneScript)
-	takeLua    = newScript(takeScript)
-	refundLua  = newScript(refundScript)
+	takeEachLua = newScript(takeEachScript)
+	takeLua     = newScript(takeScript)
+	refundLua   = newScript(refundScript)
 )
 
 // client is what a Limiter needs from a connection: run a script and get its
 // array of integers.
 type client interface {
 	run(ctx context.Context, s script, keys, args []string) ([]int64, error)
+	// sharded reports a client that spreads keys over several servers (a
+	// cluster's), where one script's keys must share a hash slot.
+	sharded() bool
 }
 
 // errReply reports a reply that is not the scripts' array of integers.
@@ -43,7 +46,16 @@ func (r rueClient) run(ctx context.Context, s script, keys, args []string) ([]in
 	return s.rue.Exec(ctx, r.c, keys, args).AsIntSlice()
 }
 
+func (r rueClient) sharded() bool { return r.c.Mode() == rueidis.ClientModeCluster }
+
 type goRedisClient struct{ c redis.UniversalClient }
+
+// sharded is false only for the one client type known to talk to one
+// server (or a sentinel's primary): *redis.Client.
+func (g goRedisClient) sharded() bool {
+	_, single := g.c.(*redis.Client)
+	return !single
+}
 
 func (g goRedisClient) run(ctx context.Context, s script, keys, args []string) ([]int64, error) {
 	v, err := s.gor.Run(ctx, g.c, keys, anyArgs(args)...).Result()

@@ -33,6 +33,9 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if lr.batches || lg.batches {
+		t.Fatal("cluster clients batch checks whose keys may not share a slot")
+	}
 
 	t.Run("exact admission on keys across slots", func(t *testing.T) {
 		keys := make([]string, 12)

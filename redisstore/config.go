@@ -80,6 +80,14 @@ type Config struct {
 	// BreakFor is how long the breaker stays open; 0 picks 1 s. After it the
 	// next call tries Redis again, and one success closes the breaker.
 	BreakFor time.Duration
+	// MaxBatch is the most single-key checks (AllowN, Allow, Tokens, an
+	// AllowAll of one take) one script makes. A check made while four of
+	// the Limiter's scripts are already on their way waits for one of them
+	// to return and then goes with the other checks that waited, each
+	// decided on its own, as if alone; a check that finds the way free goes
+	// at once. 0 picks 64; 1 sends every check alone; at most 1000. Redis
+	// Cluster clients always send checks alone.
+	MaxBatch int
 }
 
 const (
@@ -87,6 +95,8 @@ const (
 	defaultTimeout    = 100 * time.Millisecond
 	defaultBreakAfter = 5
 	defaultBreakFor   = time.Second
+	defaultMaxBatch   = 64
+	maxMaxBatch       = 1000
 	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
 	maxExact = 1 << 53
 	// maxPQ bounds the rate fraction's numerator and denominator.
@@ -230,6 +240,7 @@ type settings struct {
 	fillArg   string
 	breakFor  time.Duration
 	breakWhen int
+	maxBatch  int
 }
 
 func (c Config) validate() (*settings, error) {
@@ -255,17 +266,25 @@ func (c Config) validate() (*settings, error) {
 	case c.BreakFor < 0:
 		return nil, invalid("BreakFor must be 0 (default 1s) or positive, got %v", c.BreakFor)
 	case c.BreakFor == 0:
-		s.breakFor = defaultBreakFor
+		s.breakFor, s.BreakFor = defaultBreakFor, defaultBreakFor
 	default:
 		s.breakFor = c.BreakFor
 	}
 	switch {
 	case c.BreakAfter == 0:
-		s.breakWhen = defaultBreakAfter
+		s.breakWhen, s.BreakAfter = defaultBreakAfter, defaultBreakAfter
 	case c.BreakAfter < 0:
 		s.breakWhen = math.MaxInt
 	default:
 		s.breakWhen = c.BreakAfter
+	}
+	switch {
+	case c.MaxBatch < 0 || c.MaxBatch > maxMaxBatch:
+		return nil, invalid("MaxBatch must be 0 (default %d) or from 1 to %d, got %d", defaultMaxBatch, maxMaxBatch, c.MaxBatch)
+	case c.MaxBatch == 0:
+		s.maxBatch, s.MaxBatch = defaultMaxBatch, defaultMaxBatch
+	default:
+		s.maxBatch = c.MaxBatch
 	}
 	switch c.OnFailure {
 	case FailOpen, FailClosed:

@@ -27,6 +27,8 @@ func TestBadConfig(t *testing.T) {
 		{func(c *Config) { c.Prefix = "app{x}:" }, "Prefix"},
 		{func(c *Config) { c.Timeout = -time.Millisecond }, "Timeout"},
 		{func(c *Config) { c.BreakFor = -time.Second }, "BreakFor"},
+		{func(c *Config) { c.MaxBatch = -1 }, "MaxBatch"},
+		{func(c *Config) { c.MaxBatch = 1001 }, "MaxBatch"},
 		{func(c *Config) { c.OnFailure = Policy(7) }, "OnFailure"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, 0 }, "FallbackShare"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, 1.5 }, "FallbackShare"},
@@ -44,6 +46,13 @@ func TestBadConfig(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: %v; want ErrInvalidConfig naming %s", cfg, err, tc.field)
 		}
+	}
+	s, err := good.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Config; d.Prefix != "faucet:" || d.Timeout != 100*time.Millisecond || d.BreakAfter != 5 || d.BreakFor != time.Second || d.MaxBatch != 64 {
+		t.Errorf("defaults not applied: %+v", d)
 	}
 	if _, err := New(nil, good); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("New(nil): %v", err)

@@ -91,6 +91,21 @@
 // admits more than it would have had the call never been made, but a
 // concurrent caller may be denied for tokens about to be given back.
 //
+// # Batching
+//
+// A round trip and a script's fixed cost (starting the script, reading the
+// server's clock, the reply) are most of a check's price. So a Limiter sends
+// at most four scripts at a time: single-key checks (AllowN, Allow, Tokens,
+// an AllowAll of one take) made while four are on their way wait for one to
+// return, then go together, up to Config.MaxBatch (64) in one script. The
+// script decides each as a call of its own, in arrival order, at one reading
+// of the clock, so the decisions are those of consecutive calls; a lone
+// caller waits for nothing. A check's deadline counts from its arrival, its
+// wait in the queue included; one whose context ends while it waits is
+// answered by the policy at once and is not sent. Stats.Scripts tells how
+// many scripts carried the checks. Redis Cluster clients send each check
+// alone, as one script's keys must share a hash slot.
+//
 // # Keys and Redis Cluster
 //
 // A bucket's key is Prefix+"{"+key+"}": the key is its own hash tag, so each

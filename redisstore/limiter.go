@@ -21,10 +21,14 @@ type Limiter struct {
 	stats  counters
 	broken atomic.Int64 // unix nanos until which the breaker is open
 	fails  atomic.Int64 // consecutive store failures
+	// batches reports that concurrent AllowN calls share scripts (see
+	// batch.go): MaxBatch above 1 on a client that is not a cluster's.
+	batches bool
+	batch   batcher
 }
 
 type counters struct {
-	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped atomic.Uint64
+	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped, scripts atomic.Uint64
 }
 
 // Stats is a snapshot of a Limiter's counters.
@@ -42,6 +46,10 @@ type Stats struct {
 	// was open (one per AllowN; an AllowAll's are counted by the Limiter it
 	// was called on).
 	Skipped uint64
+	// Scripts counts the scripts this Limiter sent to Redis, takes and
+	// give-backs: (Allowed+Denied)/Scripts is the mean batch of checks
+	// (see Config.MaxBatch).
+	Scripts uint64
 }
 
 // New returns a Limiter that keeps its buckets in Redis through client, a
@@ -86,7 +94,7 @@ func newLimiter(c client, cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{s: s, c: c}, nil
+	return &Limiter{s: s, c: c, batches: s.maxBatch > 1 && !c.sharded()}, nil
 }
 
 // Close releases the fallback engine, if any. It does not close the client.
@@ -144,6 +152,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 //
 // A non-nil error means the store failed (or the breaker is open); the
 // Decision is then the answer of Config.OnFailure.
+//
+// Calls made while the Limiter already waits for replies share scripts (see
+// Config.MaxBatch).
 func (l *Limiter) AllowN(ctx context.Context, key string, n float64) (engine.Decision, error) {
 	var out [1]engine.Decision
 	_, err := l.AllowAll(ctx, []Take{{Limiter: l, Key: key, N: n}}, out[:])
@@ -171,6 +182,7 @@ func (l *Limiter) Stats() Stats {
 		FailedClosed: c.failedClosed.Load(),
 		Fallback:     c.fallback.Load(),
 		Skipped:      c.skipped.Load(),
+		Scripts:      c.scripts.Load(),
 	}
 }
 
@@ -188,6 +200,7 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
 		defer cancel()
 	}
+	l.stats.scripts.Add(1)
 	v, err := l.c.run(ctx, s, keys, args)
 	if err != nil {
 		if l.fails.Add(1) >= int64(l.s.breakWhen) {

@@ -121,36 +121,47 @@ local tm = redis.call('TIME')
 local now = tm[1] * 1000000 + tm[2]
 `
 
-// The take scripts reply {now, denied, then two integers per key: the tick
-// the bucket's state is taken at and the quanta it holds}. now is Redis TIME
-// in microseconds; denied is 0 when every take was made, else the 1-based
-// index of the first denied take: then nothing was written and each key
-// reports its bucket as it is. The caller derives RetryAfter and ResetAfter
-// from that state (see units.wait), in exact integer arithmetic that Lua's
-// float64 numbers would need several times the script's other work for.
-//
-// ARGV holds five integers per key: capacity, p, q, fill and cost, all in
-// the units above. Cost 0 peeks; a cost above the capacity takes nothing and
-// denies (the caller reads it as a request for a report).
-
-// takeOneScript is takeScript for one key, the common call, without the
-// bookkeeping for keys listed twice.
-const takeOneScript = luaLib + `
-local cap, p, q, fill, cost = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
-local key = KEYS[1]
-local last, tokens = load(key)
-local at, tk = advance(last, tokens, now, cap, p, q, fill)
-if cost > 0 then
-  if tk < cost then return {now, 1, at, tk} end
-  tk = tk - cost
-  store(key, at, tk, cap, now, p, q)
+// takeEachScript makes KEYS' takes one by one, each on its own, at one
+// reading of Redis TIME: the common call (one key), and a batch of
+// concurrent checks of one Limiter. ARGV is the capacity, p, q and fill of
+// the Limiter, in the units above, then one cost per key: 0 peeks, and a
+// cost above the capacity takes nothing and denies (the caller reads it as
+// a request for a report). The reply is {now, then three integers per key:
+// denied (0 or 1), the tick the bucket's state is taken at, and the quanta
+// it holds (after the take, if it was made)}; now is Redis TIME in
+// microseconds. The caller derives RetryAfter and ResetAfter from that state
+// (see units.wait), in exact integer arithmetic that Lua's float64 numbers
+// would need more server time for than the rest of a take. A key listed
+// twice sees its first take, as consecutive calls do.
+const takeEachScript = luaLib + `
+local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local out = {now}
+for i = 1, #KEYS do
+  local key, cost = KEYS[i], ARGV[4 + i] + 0
+  local last, tokens = load(key)
+  local at, tk = advance(last, tokens, now, cap, p, q, fill)
+  local denied = 0
+  if cost > 0 then
+    if tk < cost then
+      denied = 1
+    else
+      tk = tk - cost
+      store(key, at, tk, cap, now, p, q)
+    end
+  end
+  out[3*i-1], out[3*i], out[3*i+1] = denied, at, tk
 end
-return {now, 0, at, tk}
+return out
 `
 
-// takeScript takes ARGV costs from KEYS, all or none, at Redis TIME. Takes
-// run in order against the state the earlier takes left, so a key listed
-// twice pays twice, as it does in engine.AllowAll.
+// takeScript takes ARGV costs from KEYS, all or none, at Redis TIME. ARGV
+// holds five integers per key: capacity, p, q, fill and cost, as
+// takeEachScript's. The reply is {now, denied, then two integers per key:
+// the tick and the quanta of its bucket}; denied is 0 when every take was
+// made, else the 1-based index of the first denied take: then nothing was
+// written and each key reports its bucket as it is. Takes run in order
+// against the state the earlier takes left, so a key listed twice pays
+// twice, as it does in engine.AllowAll.
 const takeScript = luaLib + `
 local n = #KEYS
 local cur = {}
