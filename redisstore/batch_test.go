@@ -162,3 +162,41 @@ func TestWhichClientsBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchFailsByPolicy: when a batch's script fails (here the client is
+// closed while the server is stopped, so that no script can be answered),
+// every check in it gets its policy's answer and the error, each counted
+// once.
+func TestBatchFailsByPolicy(t *testing.T) {
+	s := startRedis(t)
+	c := newRue(t, s.addr())
+	l, err := New(c, Config{Limit: 1.0 / 3600, Burst: 5, Timeout: 20 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.signal(syscall.SIGSTOP)
+	const n = 100
+	var wg sync.WaitGroup
+	out := make([]engine.Decision, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { out[i], errs[i] = l.AllowN(context.Background(), "k", 1) })
+	}
+	queued(t, l, n-maxInFlight)
+	c.Close()
+	wg.Wait()
+	s.signal(syscall.SIGCONT)
+	for i := range n {
+		if errs[i] == nil || out[i].Allowed || out[i].RetryAfter != 20*time.Second {
+			t.Fatalf("check %d: %+v, %v; want FailClosed's denial and an error", i, out[i], errs[i])
+		}
+	}
+	st := l.Stats()
+	if st.StoreErrors != n || st.FailedClosed != n || st.Allowed+st.Denied != 0 {
+		t.Fatalf("stats %+v, want each of %d failures counted once", st, n)
+	}
+	// 4 lone checks, then the 96 queued ones in batches of up to 64.
+	if st.Scripts > maxInFlight+2 {
+		t.Fatalf("%d scripts for %d checks, want at most %d", st.Scripts, n, maxInFlight+2)
+	}
+}
