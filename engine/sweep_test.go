@@ -94,8 +94,24 @@ func sweepers() int {
 	}
 }
 
+// settledSweepers is sweepers() once the sweepers of engines closed before
+// (by earlier tests' cleanups) have left the stack: Close waits for its
+// sweeper to finish, but the goroutine may still show for a moment after.
+func settledSweepers() int {
+	n := sweepers()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		m := sweepers()
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
+}
+
 func TestCloseStopsTheSweeper(t *testing.T) {
-	before := sweepers()
+	before := settledSweepers()
 	var engines []*engine.Engine
 	for range 20 {
 		e, err := engine.New(engine.Config{Limit: 1, Burst: 1, SweepInterval: time.Millisecond})
