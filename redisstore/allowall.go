@@ -63,14 +63,12 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 		if tl == nil {
 			tl = l
 		}
-		if tl.batches {
-			d, now, err := tl.allowOne(ctx, takes[0].Key, takes[0].N)
-			out[0] = d
-			if d.Allowed {
-				return -1, now, err
-			}
-			return 0, now, err
+		d, now, err := tl.allowOne(ctx, takes[0].Key, takes[0].N)
+		out[0] = d
+		if d.Allowed {
+			return -1, now, err
 		}
+		return 0, now, err
 	}
 	var stack [8]call
 	calls := stack[:0]
@@ -81,21 +79,11 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 		if tl == nil {
 			tl = l
 		}
-		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N}
-		cost, ok := tl.quantize(c.n)
-		if !ok {
-			// Deny here, and report the wait for a full bucket (replaced
-			// by InfDuration in script).
-			cost = tl.s.u.never()
-			if never < 0 {
-				never = i
-			}
+		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N, cost: tl.scriptCost(takes[i].N)}
+		if c.cost == tl.s.u.never() && never < 0 {
+			never = i
 		}
-		c.cost = cost
 		calls = append(calls, c)
-		if len(takes) == 1 {
-			break // one key is one slot: no need to hash it
-		}
 		if s := slotOf(c.key); slot < 0 {
 			slot = s
 		} else if s != slot {
@@ -139,22 +127,17 @@ type call struct {
 	at   int64 // the tick the take stored, for a give-back
 }
 
-// script runs a take script over calls and fills out. It returns the index
-// of the denied take (-1 for none) and the server's time.
+// script runs takeScript over calls and fills out. It returns the index of
+// the denied take (-1 for none) and the server's time.
 func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decision) (int, time.Time, error) {
-	take := takeLua
-	if len(calls) == 1 {
-		take = takeEachLua
-	}
-	var keyStack [1]string
-	var argStack [5]string
-	keys, args := keyStack[:0], argStack[:0]
-	for _, c := range calls {
-		keys = append(keys, c.key)
+	keys := make([]string, len(calls))
+	args := make([]string, 0, 5*len(calls))
+	for i, c := range calls {
+		keys[i] = c.key
 		s := c.l.s
 		args = append(args, s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10))
 	}
-	v, err := l.call(ctx, take, keys, args)
+	v, err := l.call(ctx, takeLua, keys, args)
 	if err != nil {
 		return -1, time.Time{}, err
 	}

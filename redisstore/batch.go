@@ -21,7 +21,8 @@ import (
 // one key in one batch see each other as consecutive calls do.
 //
 // Redis Cluster clients (and go-redis Rings) do not batch: one script's keys
-// must share a hash slot, which keys of different callers rarely do.
+// must share a hash slot, which keys of different callers rarely do. Their
+// checks go alone, through the same script.
 const maxInFlight = 4
 
 // batcher is a Limiter's queue of checks waiting for a script.
@@ -54,14 +55,16 @@ const (
 	gone
 )
 
-// allowOne is AllowN through the batcher. It returns the server's time of
-// the decision (zero on a store failure).
+// allowOne is AllowN: through the batcher, or alone when the Limiter does
+// not batch. It returns the server's time of the decision (zero on a store
+// failure).
 func (l *Limiter) allowOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
-	cost, ok := l.quantize(n)
-	if !ok {
-		cost = l.s.u.never()
+	p := &pending{ctx: ctx, key: key, rkey: l.KeyFor(key), n: n, cost: l.scriptCost(n), since: time.Now()}
+	if !l.batches {
+		l.runBatch([]*pending{p}, false)
+		return p.result()
 	}
-	p := &pending{ctx: ctx, key: key, rkey: l.KeyFor(key), n: n, cost: cost, since: time.Now(), done: make(chan struct{})}
+	p.done = make(chan struct{})
 	b := &l.batch
 	b.mu.Lock()
 	if b.inFlight < maxInFlight {
@@ -73,6 +76,11 @@ func (l *Limiter) allowOne(ctx context.Context, key string, n float64) (engine.D
 		b.mu.Unlock()
 		l.await(p)
 	}
+	return p.result()
+}
+
+// result is an answered check's Decision, time and error.
+func (p *pending) result() (engine.Decision, time.Time, error) {
 	if p.err != nil {
 		return p.d, time.Time{}, p.err
 	}

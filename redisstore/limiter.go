@@ -221,9 +221,13 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 // Redis, after Config.BreakAfter consecutive failures.
 var ErrBreakerOpen = fmt.Errorf("redisstore: breaker open after consecutive store failures")
 
-// quantize returns n in quanta, or ok false for a cost no bucket of l can
-// ever pay.
-func (l *Limiter) quantize(n float64) (uint64, bool) {
+// scriptCost returns n in quanta, or units.never for a cost no bucket of l
+// can ever pay: the script denies it and reports the wait for a full
+// bucket, which the Decision replaces by InfDuration.
+func (l *Limiter) scriptCost(n float64) uint64 {
 	c, ok := fixedpoint.Quantize(n)
-	return c, ok && c <= l.s.u.capacity
+	if !ok || c > l.s.u.capacity {
+		return l.s.u.never()
+	}
+	return c
 }
