@@ -16,6 +16,7 @@ import (
 // bucket is decided by one lookup and one Bucket.Take. Anything else (a new
 // key, a bucket evicted under us) goes through decide.
 func (e *Engine) Allow(key string) bool {
+	key = BoundedKey(key)
 	ns := e.nanosNow()
 	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
 		l := e.layout
@@ -24,13 +25,13 @@ func (e *Engine) Allow(key string) bool {
 			return s.Allowed
 		}
 	}
-	return e.decide(ns, key, 1, false).Allowed
+	return e.take(ns, key, 1, false).Allowed
 }
 
 // AllowN takes n tokens from key's bucket now if it holds them. Use it for
 // weighted requests; n may be fractional (0.001 resolution) and 0 peeks.
 func (e *Engine) AllowN(key string, n float64) Decision {
-	return e.decide(e.nanosNow(), key, n, true)
+	return e.decide(e.nanosNow(), key, n)
 }
 
 // AllowAt takes n tokens from key's bucket at time t if it holds them.
@@ -53,7 +54,7 @@ func (e *Engine) AllowN(key string, n float64) Decision {
 //
 // On a key that has a bucket AllowAt takes no lock and allocates nothing.
 func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
-	return e.decide(e.nanosAt(t), key, n, true)
+	return e.decide(e.nanosAt(t), key, n)
 }
 
 // TokensAt returns the tokens key's bucket holds at time t (Burst for a key
@@ -61,6 +62,7 @@ func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
 func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	l := e.layout
 	now := l.At(e.nanosAt(t))
+	key = BoundedKey(key)
 	b := e.table.Lookup(shard.Hash(key), key)
 	if b == nil {
 		return e.burst
@@ -72,9 +74,15 @@ func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	return e.burst
 }
 
-// decide is the body of every take; ns is nanoseconds since the epoch. With
-// detail false only Allowed is filled in (Allow needs nothing else).
-func (e *Engine) decide(ns int64, key string, n float64, detail bool) Decision {
+// decide is AllowAt at ns, nanoseconds since the epoch, for the caller's key.
+func (e *Engine) decide(ns int64, key string, n float64) Decision {
+	return e.take(ns, BoundedKey(key), n, true)
+}
+
+// take is the body of every take, on a key BoundedKey has already applied
+// to. With detail false only Allowed is filled in (Allow needs nothing
+// else).
+func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
 	l := e.layout
 	cost, ok := fixedpoint.Quantize(n)
 	if !ok || cost > l.Capacity {

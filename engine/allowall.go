@@ -70,6 +70,8 @@ type held struct {
 	// b is the bucket the tokens were taken from; nil if nothing was stored
 	// (a peek, or a key admitted without a bucket under MaxKeys).
 	b *shard.Bucket
+	// key is the take's key, as BoundedKey stores it.
+	key string
 	// at is the tick the take stored; ns the time of the decision.
 	at, ns int64
 	cost   uint64
@@ -99,7 +101,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 		tk := &takes[i]
 		e := tk.Engine
 		cost, _ := fixedpoint.Quantize(tk.N)
-		d, h := e.hold(e.nanosFor(t, explicit), tk.Key, cost)
+		d, h := e.hold(e.nanosFor(t, explicit), BoundedKey(tk.Key), cost)
 		out[i] = d
 		if !d.Allowed {
 			if !h.counted {
@@ -129,9 +131,9 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 			e.denied.add()
 		}
 		if h.b != nil {
-			out[i] = e.give(takes[i].Key, h)
+			out[i] = e.give(h)
 		} else {
-			out[i] = e.peek(h.ns, takes[i].Key, h.cost)
+			out[i] = e.peek(h.ns, h.key, h.cost)
 		}
 	}
 	for i := len(hs); i < len(takes); i++ {
@@ -144,7 +146,7 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 		if !ok || cost > e.layout.Capacity {
 			cost = fixedpoint.Never
 		}
-		out[i] = e.peek(e.nanosFor(t, explicit), takes[i].Key, cost)
+		out[i] = e.peek(e.nanosFor(t, explicit), BoundedKey(takes[i].Key), cost)
 	}
 }
 
@@ -157,7 +159,8 @@ func (e *Engine) nanosFor(t time.Time, explicit bool) int64 {
 }
 
 // hold takes cost quanta from key's bucket at ns, as AllowAt does, but counts
-// nothing and returns what giving the tokens back needs.
+// nothing and returns what giving the tokens back needs. key is bounded
+// (BoundedKey), as for peek.
 func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	l := e.layout
 	now := l.At(ns)
@@ -166,11 +169,11 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	for {
 		if b == nil {
 			if cost == 0 {
-				return Decision{Allowed: true, Remaining: e.burst}, held{ns: ns}
+				return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
 			}
 			var d Decision
 			if b, d = e.create(h, key, now, ns, cost); b == nil {
-				return d, held{ns: ns, cost: cost, counted: true}
+				return d, held{key: key, ns: ns, cost: cost, counted: true}
 			}
 		}
 		s, live := b.Take(l, &e.ref, now, cost)
@@ -179,7 +182,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 			continue
 		}
 		if !s.Allowed {
-			return e.after(s.At, s.Tokens, cost, ns), held{ns: ns, cost: cost}
+			return e.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
 		}
 		d := Decision{
 			Allowed:    true,
@@ -187,9 +190,9 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 			ResetAfter: e.wait(s.At, s.Tokens, l.Capacity, ns),
 		}
 		if cost == 0 {
-			return d, held{ns: ns}
+			return d, held{key: key, ns: ns}
 		}
-		return d, held{b: b, at: s.At, ns: ns, cost: cost}
+		return d, held{b: b, key: key, at: s.At, ns: ns, cost: cost}
 	}
 }
 
@@ -209,13 +212,13 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 // Lock-free like shard.Bucket.Take: load, compute, CompareAndSwap, retry on
 // a lost race. An evicted bucket was full, as is the key's next bucket:
 // nothing is due.
-func (e *Engine) give(key string, h held) Decision {
+func (e *Engine) give(h held) Decision {
 	l := e.layout
 	now := l.At(h.ns)
 	for {
 		w := h.b.Load()
 		if w == fixedpoint.Tomb {
-			return e.peek(h.ns, key, h.cost)
+			return e.peek(h.ns, h.key, h.cost)
 		}
 		r := e.ref.Load()
 		_, at, tokens := l.Advance(w, r, now)

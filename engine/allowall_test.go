@@ -307,7 +307,7 @@ func TestGiveBackUndoesAnUntouchedTake(t *testing.T) {
 		if !d.Allowed {
 			t.Fatalf("case %d: a take of %v from %v tokens was denied", i, cost, before)
 		}
-		g := e.GiveBack("k", h)
+		g := e.GiveBack(h)
 		if after := e.TokensAt(now, "k"); after != before || g.Remaining != before {
 			t.Fatalf("case %d (rate %v burst %v cost %v): %v before the take, %v (reported %v) after the give-back",
 				i, rate, burst, cost, before, after, g.Remaining)
@@ -338,7 +338,7 @@ func TestGiveBackNeverReturnsRefillTwice(t *testing.T) {
 	if d := e.AllowAt(at(5*time.Second), "k", 10); !d.Allowed {
 		t.Fatalf("the other caller was denied: %+v", d)
 	}
-	if g := e.GiveBack("k", h); g.Remaining != 0 {
+	if g := e.GiveBack(h); g.Remaining != 0 {
 		t.Errorf("give-back left %v tokens, want 0: the refill it would return was lost at the cap", g.Remaining)
 	}
 	if e.AllowAt(at(5*time.Second), "k", 1).Allowed {
@@ -348,7 +348,7 @@ func TestGiveBackNeverReturnsRefillTwice(t *testing.T) {
 	f := newEngine(t, engine.Config{Limit: 1, Burst: 10, SweepInterval: -1})
 	_, h = f.HoldAt(t0, "k", 5)
 	f.AllowAt(at(2*time.Second), "k", 1)
-	if g := f.GiveBack("k", h); g.Remaining != 9 {
+	if g := f.GiveBack(h); g.Remaining != 9 {
 		t.Errorf("give-back after 2 s of refill left %v tokens, want 9 (= 10 - 1)", g.Remaining)
 	}
 }
@@ -388,7 +388,7 @@ func TestGiveBackAgainstExactModel(t *testing.T) {
 			case op == 1 && len(pending) > 0:
 				h := pending[len(pending)-1]
 				pending = pending[:len(pending)-1]
-				e.GiveBack("k", h.h)
+				e.GiveBack(h.h)
 				lost.Add(lost, new(big.Rat).Mul(m.rate, big.NewRat(ns-h.ns, 1e9)))
 			default:
 				d := e.AllowAt(now, "k", cost)

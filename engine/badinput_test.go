@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,21 +168,38 @@ func TestBadInputKey(t *testing.T) {
 		if e.AllowAt(t0, long, 1).Allowed {
 			t.Error("the 1 MiB key was not drained")
 		}
-		// Its memory goes with its bucket.
-		const n = 16
-		keys := make([]string, n)
-		for i := range keys {
-			keys[i] = strings.Repeat(string(rune('A'+i)), 1<<20)
-			e.AllowAt(t0, keys[i], 1)
+		// A digest is stored in its place, and no key stored as it is can
+		// name that digest: the digest's bytes, as a key, are another key.
+		if !e.AllowAt(t0, engine.BoundedKey(long), 1).Allowed {
+			t.Error("the digest of the 1 MiB key, used as a key, aliases it")
 		}
-		keys = nil
+	})
+	t.Run("key=1 MiB each, many", func(t *testing.T) {
+		// A client that sends megabyte keys gets buckets of the usual size:
+		// 200 live keys of 1 MiB must not hold 200 MiB.
+		e := newEngine(t, engine.Config{Limit: 1, Burst: 1})
+		const n = 200
+		buf := []byte(strings.Repeat("k", 1<<20))
 		before := heapInUse()
-		if got := e.SweepAt(at(time.Hour)); got != n+4 {
-			t.Fatalf("sweep evicted %d, want %d", got, n+4)
+		for i := range n {
+			copy(buf, fmt.Sprintf("%08d", i))
+			if !e.AllowAt(t0, string(buf), 1).Allowed {
+				t.Fatalf("key %d denied", i)
+			}
 		}
-		if after := heapInUse(); before < after+n*(1<<20)*3/4 {
-			t.Errorf("heap %d -> %d bytes after evicting %d keys of 1 MiB: not released", before, after, n)
+		after := heapInUse()
+		if e.Len() != n {
+			t.Fatalf("Len %d, want %d", e.Len(), n)
 		}
+		if grown := int64(after) - int64(before); grown > n*1024 {
+			t.Errorf("heap grew by %d bytes for %d live keys of 1 MiB: keys are stored whole", grown, n)
+		}
+		// Each is still its own bucket.
+		copy(buf, fmt.Sprintf("%08d", 7))
+		if e.AllowAt(t0, string(buf), 1).Allowed {
+			t.Error("key 7 was not drained")
+		}
+		runtime.KeepAlive(buf)
 	})
 }
 

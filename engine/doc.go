@@ -48,9 +48,11 @@
 //
 // # Memory
 //
-// A live key costs about 40 bytes with a 13-byte key, key bytes included. A
-// background sweeper (SweepInterval) evicts buckets that are full, which is
-// lossless because a full bucket is exactly what an unknown key starts with.
+// A live key costs about 40 bytes with a 13-byte key, key bytes included; a
+// key longer than MaxKeyBytes is stored as a 33-byte digest (BoundedKey), so
+// no key costs more than about 160 bytes, whoever chose it. A background
+// sweeper (SweepInterval) evicts buckets that are full, which is lossless
+// because a full bucket is exactly what an unknown key starts with.
 // MaxKeys bounds the number of live buckets at every instant.
 //
 // # Several buckets

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
@@ -64,4 +65,12 @@ func ExampleEngine_AllowAt_weighted() {
 func ExampleEvery() {
 	fmt.Println(engine.Every(time.Second), engine.Every(250*time.Millisecond), engine.Every(time.Minute) < 0.017)
 	// Output: 1 4 true
+}
+
+// Keys longer than MaxKeyBytes cost a bucket no more than short ones: they
+// are stored as a 33-byte digest.
+func ExampleBoundedKey() {
+	huge := strings.Repeat("x", 1<<20)
+	fmt.Println(len(engine.BoundedKey("user-42")), len(engine.BoundedKey(huge)))
+	// Output: 7 33
 }

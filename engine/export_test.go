@@ -14,16 +14,16 @@ type Held = held
 // HoldAt makes the take AllowAllAt makes for one part, without counting it.
 func (e *Engine) HoldAt(t time.Time, key string, n float64) (Decision, Held) {
 	cost, _ := fixedpoint.Quantize(n)
-	return e.hold(e.nanosAt(t), key, cost)
+	return e.hold(e.nanosAt(t), BoundedKey(key), cost)
 }
 
 // GiveBack gives a held take back, as a denied AllowAllAt does.
 // A held peek has no bucket and nothing to give back.
-func (e *Engine) GiveBack(key string, h Held) Decision {
+func (e *Engine) GiveBack(h Held) Decision {
 	if h.b == nil {
-		return e.peek(h.ns, key, h.cost)
+		return e.peek(h.ns, h.key, h.cost)
 	}
-	return e.give(key, h)
+	return e.give(h)
 }
 
 // HoldReservation counts one live bucket that is not in the table yet, as a
@@ -38,5 +38,6 @@ func HoldReservation(e *Engine) (release func()) {
 // takes nothing: a test can then land another call on the new bucket first.
 func (e *Engine) CreateAt(t time.Time, key string) {
 	ns := e.nanosAt(t)
+	key = BoundedKey(key)
 	e.create(shard.Hash(key), key, e.layout.At(ns), ns, 0)
 }

@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -57,8 +59,9 @@ type Config struct {
 	Burst float64
 	// Prefix starts every Redis key of this Limiter; "" picks "faucet:". It
 	// may not contain '{' or '}', so that the hash tag is always the key's
-	// (see KeyFor). Limiters with different Limit or Burst must not share a
-	// Prefix: they would read each other's buckets.
+	// (see KeyFor). Limiters share buckets when they share the server, the
+	// Prefix, the Limit and the Burst: the keys also name the limit, so
+	// limiters with different ones never see each other's buckets.
 	Prefix string
 	// Timeout bounds every call to Redis, on top of any deadline of the
 	// caller's context; 0 picks 100 ms. A call that exceeds it counts as a
@@ -232,12 +235,14 @@ func lowerFraction(r *big.Rat, qmax, pmax *big.Int) (p, q *big.Int, exact bool) 
 // settings is a validated Config with its defaults applied.
 type settings struct {
 	Config
-	u         units
-	fallback  *engine.Engine
-	capArg    string
-	pArg      string
-	qArg      string
-	fillArg   string
+	u        units
+	fallback *engine.Engine
+	capArg   string
+	pArg     string
+	qArg     string
+	fillArg  string
+	// keyBase starts every bucket's key: Prefix and the limit's tag.
+	keyBase   string
 	breakFor  time.Duration
 	breakWhen int
 	maxBatch  int
@@ -320,5 +325,15 @@ func (c Config) validate() (*settings, error) {
 	s.pArg = strconv.FormatUint(u.p, 10)
 	s.qArg = strconv.FormatUint(u.q, 10)
 	s.fillArg = strconv.FormatUint(u.fill, 10)
+	s.keyBase = s.Prefix + u.tag()
 	return s, nil
+}
+
+// tag names the limit in bucket keys: 16 hex digits of a SHA-256 of the
+// capacity and the rate fraction, the numbers the scripts compute with, so
+// that two Configs whose buckets would behave differently never share a
+// key, and two that the store cannot tell apart do.
+func (u units) tag() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "faucet bucket v1 capacity=%d p=%d q=%d", u.capacity, u.p, u.q))
+	return hex.EncodeToString(sum[:8])
 }

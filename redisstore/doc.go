@@ -108,11 +108,17 @@
 //
 // # Keys and Redis Cluster
 //
-// A bucket's key is Prefix+"{"+key+"}": the key is its own hash tag, so each
-// bucket lives whole in one slot. A key that already contains a hash tag is
-// used as is (Prefix+key), which lets callers put related buckets in one
-// slot: "{tenant7}:user42" and "{tenant7}" share one, and an AllowAll over
-// them is atomic. See KeyFor.
+// A bucket's key is Prefix, then a tag naming the limit (16 hex digits of a
+// hash of Burst and the rate fraction), then ":{"+key+"}": the key is its own
+// hash tag, so each bucket lives whole in one slot. The tag keeps limiters
+// with different limits off each other's buckets even when they share a
+// Prefix; limiters with the same limit and Prefix share them. A key that
+// already contains a hash tag follows the limit's tag with "=" and keeps its
+// braces, which lets callers put related buckets in one slot:
+// "{tenant7}:user42" and "{tenant7}" share one, and an AllowAll over them is
+// atomic. A key longer than engine.MaxKeyBytes (128 bytes) is stored as its
+// SHA-256 (engine.BoundedKey), so a bucket costs Redis the same whatever its
+// key; such a key's own hash tag then no longer counts. See KeyFor.
 //
 // # Failure
 //

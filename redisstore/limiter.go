@@ -112,15 +112,23 @@ func (l *Limiter) Config() Config { return l.s.Config }
 // the package documentation, Units); when false it is slightly lower.
 func (l *Limiter) Exact() bool { return l.s.u.exact }
 
-// KeyFor returns the Redis key of key's bucket: Prefix+"{"+key+"}", or
-// Prefix+key when key already holds a hash tag (a '{' followed later by a
-// '}' with something between), so that callers choose which keys share a
-// Redis Cluster slot: "{tenant7}:user42" and "{tenant7}" do.
+// KeyFor returns the Redis key of key's bucket. It starts with Prefix and a
+// tag that names the Limit and Burst (16 hex digits of a hash of the
+// script's units), so that limiters with different limits never read or
+// write each other's buckets, whatever their Prefix; then ":{" + key + "}",
+// so that the key is its own Redis Cluster hash tag. A key that already holds
+// a hash tag (a '{' followed later by a '}' with something between) follows
+// the tag with "=" instead and keeps its own braces, so that callers choose
+// which keys share a slot: "{tenant7}:user42" and "{tenant7}" do. A key
+// longer than engine.MaxKeyBytes is replaced by its digest first
+// (engine.BoundedKey), so that a bucket costs Redis the same whatever its
+// key; such a key's own hash tag no longer counts.
 func (l *Limiter) KeyFor(key string) string {
+	key = engine.BoundedKey(key)
 	if hasTag(key) {
-		return l.s.Prefix + key
+		return l.s.keyBase + "=" + key
 	}
-	return l.s.Prefix + "{" + key + "}"
+	return l.s.keyBase + ":{" + key + "}"
 }
 
 // hasTag reports whether key contains a Redis Cluster hash tag.
