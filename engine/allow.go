@@ -98,7 +98,7 @@ func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
 				return Decision{Allowed: true, Remaining: e.burst}
 			}
 			var d Decision
-			if b, d = e.create(h, key, now, ns, cost); b == nil {
+			if b, d = e.create(h, key, now, ns); b == nil {
 				return d
 			}
 		}

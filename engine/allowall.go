@@ -41,8 +41,7 @@ func AllowAll(takes []Take, out []Decision) int {
 // is the one reported, whatever its position. Otherwise takes are made in
 // order, and the first denial gives back the takes before it, in reverse
 // order. Every take counts once in its engine's Stats: as allowed if the call
-// was allowed, as denied otherwise (except a new key that MaxKeys let in
-// without a bucket, which counts as allowed, as it does for AllowAt).
+// was allowed, as denied otherwise.
 //
 // # Guarantee under concurrency
 //
@@ -67,16 +66,16 @@ func AllowAllAt(t time.Time, takes []Take, out []Decision) int {
 // held is one take of an AllowAll in flight: what to give back if a later
 // take is denied.
 type held struct {
-	// b is the bucket the tokens were taken from; nil if nothing was stored
-	// (a peek, or a key admitted without a bucket under MaxKeys).
+	// b is the bucket the tokens were taken from (the key's, or the
+	// overflow bucket); nil if nothing was taken (a peek, or a denial).
 	b *shard.Bucket
 	// key is the take's key, as BoundedKey stores it.
 	key string
 	// at is the tick the take stored; ns the time of the decision.
 	at, ns int64
 	cost   uint64
-	// counted is set when the take was already counted in Stats (by the
-	// engine's capacity path).
+	// counted is set on a denial that was already counted in Stats (by the
+	// capacity path of FullDeny).
 	counted bool
 }
 
@@ -113,9 +112,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 		hs = append(hs, h)
 	}
 	for i := range takes {
-		if !hs[i].counted {
-			takes[i].Engine.allowed.add()
-		}
+		takes[i].Engine.allowed.add()
 	}
 	return -1
 }
@@ -127,9 +124,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []held, k int, kDone bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		e, h := takes[i].Engine, hs[i]
-		if !h.counted {
-			e.denied.add()
-		}
+		e.denied.add()
 		if h.b != nil {
 			out[i] = e.give(h)
 		} else {
@@ -172,7 +167,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 				return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
 			}
 			var d Decision
-			if b, d = e.create(h, key, now, ns, cost); b == nil {
+			if b, d = e.create(h, key, now, ns); b == nil {
 				return d, held{key: key, ns: ns, cost: cost, counted: true}
 			}
 		}

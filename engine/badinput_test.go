@@ -59,6 +59,7 @@ func TestBadInputConfig(t *testing.T) {
 		{"burst=1e9+0.001", engine.Config{Limit: 1e9, Burst: 1e9 + 0.001}, burstErr + "1.000000000001e+09"},
 		{"burst=2^53", engine.Config{Limit: 1e9, Burst: 1 << 53}, burstErr + "9.007199254740992e+15"},
 		{"burst=NaN", engine.Config{Limit: 1, Burst: math.NaN()}, burstErr + "NaN"},
+		{"OnFull=7", engine.Config{Limit: 1, Burst: 1, OnFull: 7}, "engine: invalid config: OnFull must be FullShare or FullDeny, got 7"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := engine.New(tt.cfg)

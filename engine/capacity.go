@@ -17,36 +17,37 @@ const evictBudget = 256
 // the freed room to another new key before giving up.
 const maxReserveTries = 3
 
-// create inserts a bucket for key, unless MaxKeys buckets are live and none
-// can be evicted; then it returns nil and the capacity decision.
-func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, cost uint64) (*shard.Bucket, Decision) {
-	l := e.layout
+// create inserts a bucket for key and returns it. If MaxKeys buckets are live
+// and none can be evicted it returns the overflow bucket instead (FullShare),
+// or nil and the capacity denial (FullDeny), counted.
+func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64) (*shard.Bucket, Decision) {
 	if !e.reserve(now) {
 		e.overflow.Add(1)
-		if e.denyWhenFull {
-			e.denied.add()
-			return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
+		if e.onFull == FullShare {
+			return e.overflowBucket(now), Decision{}
 		}
-		// Fail open, as for any storage failure: admit, store nothing.
-		e.allowed.add()
-		left := l.Capacity - cost
-		return nil, Decision{Allowed: true, Remaining: fixedpoint.TokensOf(left), ResetAfter: e.wait(now.Tick, left, l.Capacity, ns)}
+		e.denied.add()
+		return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
 	}
-	// A new bucket is full at every tick since its shard's last eviction, so
-	// it is stamped as early as its word safely holds (RefStep below the
-	// reference tick; Insert raises that to the eviction), not at this
-	// call's time. A caller with an earlier time whose take lands on the new
-	// bucket before this call's own take is then decided at its own time, as
-	// if it had come first, rather than at this call's (P14).
-	born := now
-	if early := e.ref.Load() - l.RefStep; early < born.Ceil {
-		born = fixedpoint.Instant{Tick: early, Ceil: early}
-	}
-	b, created := e.table.Insert(h, key, l, born)
+	b, created := e.table.Insert(h, key, e.layout, e.bornAt(now))
 	if !created {
 		e.live.Add(-1) // someone else created it first; give back the room
 	}
 	return b, Decision{}
+}
+
+// bornAt is the instant a new bucket, created by a call at now, is full
+// from. A new bucket is full at every tick since its shard's last eviction,
+// so it is stamped as early as its word safely holds (RefStep below the
+// reference tick; Insert raises that to the eviction), not at this call's
+// time. A caller with an earlier time whose take lands on the new bucket
+// before this call's own take is then decided at its own time, as if it had
+// come first, rather than at this call's (P14).
+func (e *Engine) bornAt(now fixedpoint.Instant) fixedpoint.Instant {
+	if early := e.ref.Load() - e.layout.RefStep; early < now.Ceil {
+		return fixedpoint.Instant{Tick: early, Ceil: early}
+	}
+	return now
 }
 
 // reserve counts one more live bucket, evicting a full one first if MaxKeys

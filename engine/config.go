@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"strconv"
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
@@ -39,12 +40,44 @@ type Config struct {
 	SweepInterval time.Duration
 	// MaxKeys bounds the number of live buckets at every instant; 0 means
 	// unbounded. When it is reached a new key first evicts a full bucket
-	// (lossless); if none can go the key is admitted without a bucket and
-	// counted in Stats.Overflow, or denied if DenyWhenFull is set.
+	// (lossless); if none can go, OnFull decides, and the call is counted in
+	// Stats.Overflow.
 	MaxKeys int
-	// DenyWhenFull makes a new key that finds MaxKeys buckets live, none of
-	// them full, be denied instead of admitted unstored.
-	DenyWhenFull bool
+	// OnFull is what a key without a bucket gets while MaxKeys buckets are
+	// live and none of them is full: the zero value, FullShare, limits all
+	// such keys together through one shared bucket; FullDeny denies them.
+	OnFull FullPolicy
+}
+
+// FullPolicy decides the keys that find the table full (Config.OnFull).
+// Neither lets such a key past the limit: a table filled with keys, by a
+// flood of distinct ones, must never switch the limit off.
+type FullPolicy int
+
+const (
+	// FullShare takes the tokens of every key that finds the table full
+	// from one overflow bucket of the engine's Limit and Burst, shared by
+	// all of them, until room frees up (a bucket is full and can go). Those
+	// keys together get at most Burst + Limit*t in any span t, and one key
+	// at most twice that (its own bucket's bound, before and after, plus the
+	// overflow bucket's); keys that have buckets are not affected. Under a
+	// flood of new keys, new clients share the flood's bucket: traffic
+	// goes on, limited, and no one gains from sending new keys.
+	FullShare FullPolicy = iota
+	// FullDeny denies every key that finds the table full, with RetryAfter
+	// the time until a bucket the last eviction scan saw will be full: a
+	// flood of new keys then locks out new clients instead.
+	FullDeny
+)
+
+func (p FullPolicy) String() string {
+	switch p {
+	case FullShare:
+		return "share"
+	case FullDeny:
+		return "deny"
+	}
+	return "FullPolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
 const (
@@ -121,6 +154,9 @@ func (c *Config) sweepInterval(l *fixedpoint.Layout) (time.Duration, error) {
 func (c *Config) maxKeys() (int64, error) {
 	if c.MaxKeys < 0 {
 		return 0, invalid("MaxKeys must be 0 (unbounded) or positive, got %d", c.MaxKeys)
+	}
+	if c.OnFull != FullShare && c.OnFull != FullDeny {
+		return 0, invalid("OnFull must be FullShare or FullDeny, got %d", int(c.OnFull))
 	}
 	return int64(c.MaxKeys), nil
 }

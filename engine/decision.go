@@ -9,7 +9,8 @@ type Decision struct {
 	Allowed bool
 	// Remaining is the tokens left in the bucket after this decision, in
 	// steps of 0.001. A denied request took nothing, so it is the tokens the
-	// bucket holds; a request denied for capacity (DenyWhenFull) reports 0.
+	// bucket holds; a request denied for capacity (FullDeny) reports 0. A
+	// key that found the table full reports the overflow bucket's tokens.
 	Remaining float64
 	// RetryAfter is 0 when allowed; otherwise the wait after which the same
 	// request would be allowed if nothing else touched the bucket, rounded up

@@ -64,9 +64,10 @@
 //
 // # Failure
 //
-// A new key that finds MaxKeys buckets live and none full is admitted without
-// a bucket (fail-open: a storage limit never blocks traffic) and counted in
-// Stats.Overflow; set DenyWhenFull to deny it instead. Bad configuration is an
-// error from New naming the field and its range; bad costs are denials with
-// RetryAfter InfDuration. Nothing panics.
+// A new key that finds MaxKeys buckets live and none full takes its tokens
+// from one overflow bucket that every such key shares, with the engine's
+// Limit and Burst (OnFull FullShare), or is denied (FullDeny); either way it
+// is counted in Stats.Overflow, and a full table never lets a key past the
+// limit. Bad configuration is an error from New naming the field and its
+// range; bad costs are denials with RetryAfter InfDuration. Nothing panics.
 package engine

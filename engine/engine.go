@@ -28,11 +28,14 @@ type Engine struct {
 	// ticks count from it. Set once, by CompareAndSwap from nil.
 	epoch atomic.Pointer[time.Time]
 
-	burst        float64
-	limit        Limit
-	maxKeys      int64
-	denyWhenFull bool
-	sweepEvery   time.Duration
+	burst      float64
+	limit      Limit
+	maxKeys    int64
+	onFull     FullPolicy
+	sweepEvery time.Duration
+	// spill holds the overflow bucket of the keys that find the table full
+	// (FullShare); see spill.go.
+	spill spillBucket
 
 	allowed, denied counter
 	evicted         atomic.Uint64
@@ -75,18 +78,19 @@ func New(cfg Config) (*Engine, error) {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported platforms
 	e := &Engine{
-		layout:       l,
-		table:        shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
-		burst:        cfg.Burst,
-		limit:        cfg.Limit,
-		maxKeys:      maxKeys,
-		denyWhenFull: cfg.DenyWhenFull,
-		sweepEvery:   sweep,
-		allowed:      newCounter(),
-		denied:       newCounter(),
-		stop:         make(chan struct{}),
-		done:         make(chan struct{}),
+		layout:     l,
+		table:      shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
+		burst:      cfg.Burst,
+		limit:      cfg.Limit,
+		maxKeys:    maxKeys,
+		onFull:     cfg.OnFull,
+		sweepEvery: sweep,
+		allowed:    newCounter(),
+		denied:     newCounter(),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
+	e.spill.init()
 	if sweep > 0 {
 		go e.sweeper()
 	} else {

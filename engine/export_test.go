@@ -39,5 +39,5 @@ func HoldReservation(e *Engine) (release func()) {
 func (e *Engine) CreateAt(t time.Time, key string) {
 	ns := e.nanosAt(t)
 	key = BoundedKey(key)
-	e.create(shard.Hash(key), key, e.layout.At(ns), ns, 0)
+	e.create(shard.Hash(key), key, e.layout.At(ns), ns)
 }

@@ -4,7 +4,7 @@ package engine
 // after another while calls go on, so a snapshot taken under load may not
 // add up to any single instant.
 type Stats struct {
-	// Allowed counts admitted calls, peeks and unstored new keys included.
+	// Allowed counts admitted calls, peeks included.
 	Allowed uint64
 	// Denied counts calls that took nothing, capacity denials included.
 	Denied uint64
@@ -13,8 +13,10 @@ type Stats struct {
 	Evicted uint64
 	// Live is the number of buckets in the table, as Len.
 	Live int
-	// Overflow counts new keys that found MaxKeys buckets live and none
-	// evictable: admitted without a bucket, or denied with DenyWhenFull.
+	// Overflow counts calls on keys without a bucket that found MaxKeys
+	// buckets live and none evictable: decided by the overflow bucket
+	// (FullShare), or denied (FullDeny). They are also counted in Allowed
+	// or Denied.
 	Overflow uint64
 }
 

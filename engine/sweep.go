@@ -9,7 +9,7 @@ import (
 
 // SweepAt evicts every bucket that is full at time t and renews buckets older
 // than a quarter of the horizon, one shard at a time, and returns how many it
-// evicted. Eviction is lossless: only full buckets go, and a full bucket is
+// evicted (the overflow bucket of FullShare is swept too, but not counted). Eviction is lossless: only full buckets go, and a full bucket is
 // what a new key starts with. A later call with a time before t sees an
 // evicted key as full at t, a renewed one as it was at t, and a new key of
 // the same shard as created no earlier than t.
@@ -23,6 +23,7 @@ func (e *Engine) SweepAt(t time.Time) int {
 	for i := range e.table.Shards() {
 		n += e.sweepShard(i, now)
 	}
+	e.sweepOverflow(now)
 	return n
 }
 
@@ -62,5 +63,6 @@ func (e *Engine) sweeper() {
 			}
 			e.sweepShard(i, e.layout.At(e.nanosNow()))
 		}
+		e.sweepOverflow(e.layout.At(e.nanosNow()))
 	}
 }

@@ -147,46 +147,6 @@ func TestCloseStopsTheSweeper(t *testing.T) {
 	}
 }
 
-func TestMaxKeysFailOpen(t *testing.T) {
-	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 3})
-	for _, k := range []string{"a", "b", "c"} {
-		e.AllowAt(t0, k, 2)
-	}
-	d := e.AllowAt(t0, "d", 1.5)
-	if !d.Allowed || d.Remaining != 0.5 || e.Len() != 3 {
-		t.Errorf("new key at capacity: %+v, Len %d; want allowed unstored", d, e.Len())
-	}
-	if s := e.Stats(); s.Overflow != 1 || s.Evicted != 0 {
-		t.Errorf("Stats = %+v, want Overflow 1", s)
-	}
-	// At 2 s the old buckets are full: a new key evicts one and is stored.
-	if d := e.AllowAt(at(2*time.Second), "e", 1); !d.Allowed || e.Len() != 3 {
-		t.Errorf("new key with a full bucket to evict: %+v, Len %d", d, e.Len())
-	}
-	if s := e.Stats(); s.Evicted != 1 || s.Overflow != 1 {
-		t.Errorf("Stats = %+v, want one eviction", s)
-	}
-	if got := e.TokensAt(at(2*time.Second), "e"); got != 1 {
-		t.Errorf("new key holds %v, want 1 (stored)", got)
-	}
-}
-
-func TestMaxKeysDenyWhenFull(t *testing.T) {
-	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 2, DenyWhenFull: true})
-	e.AllowAt(t0, "a", 2)
-	e.AllowAt(at(500*time.Millisecond), "b", 2)
-	d := e.AllowAt(at(time.Second), "c", 1)
-	if d.Allowed || d.Remaining != 0 || d.RetryAfter != time.Second {
-		t.Errorf("new key at capacity: %+v, want denied, RetryAfter 1s (a is full at 2 s)", d)
-	}
-	if d := e.AllowAt(at(2*time.Second), "c", 1); !d.Allowed {
-		t.Errorf("after a filled up: %+v, want allowed", d)
-	}
-	if s := e.Stats(); s.Overflow != 1 || s.Denied != 1 || s.Evicted != 1 || s.Live != 2 {
-		t.Errorf("Stats = %+v", s)
-	}
-}
-
 // Live buckets never exceed MaxKeys, at any instant, under concurrent inserts
 // and evictions.
 func TestMaxKeysIsAHardBound(t *testing.T) {
@@ -224,8 +184,10 @@ func TestMaxKeysIsAHardBound(t *testing.T) {
 	if worst.Load() > maxKeys || s.Live > maxKeys {
 		t.Errorf("live buckets reached %d (final %d), MaxKeys %d", worst.Load(), s.Live, maxKeys)
 	}
-	if s.Evicted == 0 || s.Allowed != 20000 {
-		t.Errorf("Stats = %+v: want evictions and every new key admitted", s)
+	// Every new key that found room was admitted (its bucket starts full);
+	// only those that shared the overflow bucket can have been denied.
+	if s.Evicted == 0 || s.Allowed+s.Denied != 20000 || s.Denied > s.Overflow {
+		t.Errorf("Stats = %+v: want evictions, and denials only among overflowing keys", s)
 	}
 }
 

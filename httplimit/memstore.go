@@ -15,9 +15,12 @@ type MemoryOptions struct {
 	// 0 means unbounded. Behind a public edge, where every client address
 	// or header value makes a bucket, set it.
 	MaxKeys int
-	// DenyWhenFull denies a new key that finds MaxKeys buckets live and none
-	// full, instead of admitting it without a bucket.
-	DenyWhenFull bool
+	// OnFull decides the keys that find MaxKeys buckets live and none full
+	// (engine.Config.OnFull): engine.FullShare, the default, limits them
+	// together through one overflow bucket per rule, with the rule's rate
+	// and burst; engine.FullDeny denies them. RuleStats.Overflow counts
+	// them.
+	OnFull engine.FullPolicy
 	// SweepInterval is engine.Config.SweepInterval: 0 for the default.
 	SweepInterval time.Duration
 }
@@ -57,7 +60,7 @@ func (s *MemoryStore) Bind(l Limit) (Handle, error) {
 		Limit:         engine.Limit(l.Rate),
 		Burst:         l.Burst,
 		MaxKeys:       s.opts.MaxKeys,
-		DenyWhenFull:  s.opts.DenyWhenFull,
+		OnFull:        s.opts.OnFull,
 		SweepInterval: s.opts.SweepInterval,
 	})
 	if err != nil {
@@ -93,10 +96,10 @@ func (s *MemoryStore) TakeAll(_ context.Context, now time.Time, takes []Take, ou
 	return engine.AllowAllAt(now, ets, out), nil
 }
 
-// BucketStats reports the engine's live and evicted buckets.
-func (s *MemoryStore) BucketStats(h Handle) (live int, evicted uint64, ok bool) {
+// BucketStats reports the engine's live, evicted and overflowing buckets.
+func (s *MemoryStore) BucketStats(h Handle) (BucketCounts, bool) {
 	st := h.(*memLimit).e.Stats()
-	return st.Live, st.Evicted, true
+	return BucketCounts{Live: st.Live, Evicted: st.Evicted, Overflow: st.Overflow}, true
 }
 
 // Close stops the sweepers of every bound engine. The store keeps working.

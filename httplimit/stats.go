@@ -22,10 +22,12 @@ type RuleStats struct {
 	// FailedOpen and FailedClosed count requests the store could not decide,
 	// admitted (fail_mode open) or answered 503.
 	FailedOpen, FailedClosed uint64
-	// Live and Evicted are the store's bucket counts for the rule, when
-	// HasBuckets (the store implements BucketStatser).
+	// Live, Evicted and Overflow are the store's bucket counts for the
+	// rule (BucketCounts), when HasBuckets (the store implements
+	// BucketStatser).
 	Live       int
 	Evicted    uint64
+	Overflow   uint64
 	HasBuckets bool
 }
 
@@ -39,7 +41,9 @@ func (l *Limiter) Stats() []RuleStats {
 		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
 		if bs != nil {
-			s.Live, s.Evicted, s.HasBuckets = bs.BucketStats(r.handle)
+			var c BucketCounts
+			c, s.HasBuckets = bs.BucketStats(r.handle)
+			s.Live, s.Evicted, s.Overflow = c.Live, c.Evicted, c.Overflow
 		}
 		out[i] = s
 	}

@@ -62,7 +62,18 @@ type Store interface {
 // BucketStatser is implemented by stores that can count the buckets of a
 // bound limit; Stats reports the counts.
 type BucketStatser interface {
-	// BucketStats returns the live buckets and the buckets evicted so far
-	// for h; ok is false if the store cannot tell.
-	BucketStats(h Handle) (live int, evicted uint64, ok bool)
+	// BucketStats returns the bucket counts of h; ok is false if the store
+	// cannot tell.
+	BucketStats(h Handle) (c BucketCounts, ok bool)
+}
+
+// BucketCounts are a store's counts for one bound limit.
+type BucketCounts struct {
+	// Live is the number of buckets held now.
+	Live int
+	// Evicted counts buckets dropped so far because they were full.
+	Evicted uint64
+	// Overflow counts takes on keys that found the store's key table full
+	// (MemoryOptions.MaxKeys), decided by the overflow bucket or denied.
+	Overflow uint64
 }

@@ -73,8 +73,8 @@ func TestMemoryStoreBindsByID(t *testing.T) {
 		t.Errorf("second handle of one ID does not share buckets: %d", d)
 	}
 	s.Release(a)
-	if live, _, ok := s.BucketStats(b); !ok || live != 1 {
-		t.Errorf("after one release: live %d ok %v, want the bucket kept", live, ok)
+	if c, ok := s.BucketStats(b); !ok || c.Live != 1 {
+		t.Errorf("after one release: %+v ok %v, want the bucket kept", c, ok)
 	}
 	s.Release(b)
 	c, _ := s.Bind(lim)
@@ -83,6 +83,57 @@ func TestMemoryStoreBindsByID(t *testing.T) {
 	}
 	if _, err := s.Bind(httplimit.Limit{ID: "bad#2", Name: "bad", Rate: 1, Burst: 0.5}); err == nil || !strings.Contains(err.Error(), `rule "bad"`) {
 		t.Errorf("Bind of an invalid limit: %v", err)
+	}
+}
+
+// A key table filled by floods of API keys keeps limiting new keys: with
+// MaxKeys 1000, rule 1 rps and burst 5, five floods of 1000 distinct keys
+// used to leave a new key with 20 of 20 requests through; now every key
+// that finds the table full shares the rule's overflow bucket, and the
+// rule's stats count them.
+func TestFullKeyTableStillLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		onFull engine.FullPolicy
+	}{{"share", engine.FullShare}, {"deny", engine.FullDeny}} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: 1000, OnFull: tc.onFull, SweepInterval: -1})
+			defer store.Close()
+			now := time.Unix(0, 0)
+			l, err := httplimit.New([]httplimit.Rule{{Name: "key", LimitKeys: []string{"header:x-api-key"}, Rate: 1, Burst: 5}},
+				httplimit.Options{Store: store, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			check := func(key string) bool {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("X-Api-Key", key)
+				return l.Check(r).Allowed
+			}
+			flooded := 0
+			for flood := range 5 {
+				for i := range 1000 {
+					now = now.Add(100 * time.Microsecond)
+					if check(fmt.Sprintf("flood%d-%d", flood, i)) && flood > 0 {
+						flooded++
+					}
+				}
+			}
+			got := 0
+			for range 20 {
+				if check("new-client") {
+					got++
+				}
+			}
+			if flooded+got > 5+1 {
+				t.Errorf("keys that found the table full got %d (floods) + %d (a new key, of 20): more than burst + rate*span", flooded, got)
+			}
+			st := l.Stats()[0]
+			if st.Overflow != 4020 || st.Live != 1000 {
+				t.Errorf("stats %+v: want Overflow 4020 and 1000 live", st)
+			}
+		})
 	}
 }
 

@@ -82,3 +82,8 @@ func (b *Bucket) Peek(l *fixedpoint.Layout, ref *Ref, now fixedpoint.Instant) (a
 	_, at, tokens = l.Advance(w, ref.Load(), now)
 	return at, tokens, true
 }
+
+// NewBucket returns a bucket holding w that belongs to no table and has no
+// key, such as an engine's overflow bucket. Take, Peek and CompareAndSwap
+// work on it as on any other; a Tomb in it is as final.
+func NewBucket(w fixedpoint.Word) *Bucket { return newBucket("", uint64(w)) }

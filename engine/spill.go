@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
+)
+
+// spillBucket holds the overflow bucket of FullShare: the one bucket that
+// every key without a bucket of its own takes from while MaxKeys buckets are
+// live and none can be evicted. It is a bucket like the table's, outside the
+// table: takes on it are the same lock-free CompareAndSwap loop, and a sweep
+// evicts it when it is full, which is as lossless as for any bucket.
+type spillBucket struct {
+	// b is the current overflow bucket, or nil: none was needed yet, or a
+	// sweep evicted it. Takers load it without a lock; it is replaced only
+	// under mu.
+	b  atomic.Pointer[shard.Bucket]
+	mu sync.Mutex
+	// evictedAt is the tick of the latest eviction of an overflow bucket. A
+	// new one is full from no earlier tick, as a new bucket in a shard is
+	// from the shard's watermark, so that a caller whose time is older than
+	// the eviction finds the full bucket the eviction found. Guarded by mu.
+	evictedAt int64
+}
+
+func (sp *spillBucket) init() { sp.evictedAt = math.MinInt64 }
+
+// overflowBucket returns the overflow bucket, first making a full one if
+// there is none (or the one there was evicted).
+func (e *Engine) overflowBucket(now fixedpoint.Instant) *shard.Bucket {
+	sp := &e.spill
+	if b := sp.b.Load(); b != nil && b.Load() != fixedpoint.Tomb {
+		return b
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if b := sp.b.Load(); b != nil && b.Load() != fixedpoint.Tomb {
+		return b
+	}
+	b := shard.NewBucket(e.layout.Full(e.bornAt(now).Ceil, sp.evictedAt))
+	sp.b.Store(b)
+	return b
+}
+
+// sweepOverflow evicts the overflow bucket if it is full at now, or renews
+// its word if it is old, as a sweep does for the table's buckets. An evicted
+// overflow bucket counts in neither Len nor Stats.Evicted: it is no key's.
+func (e *Engine) sweepOverflow(now fixedpoint.Instant) {
+	sp := &e.spill
+	b := sp.b.Load()
+	if b == nil {
+		return
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.b.Load() != b {
+		return
+	}
+	if evicted, at, _ := e.evictIfFull(b, now); evicted {
+		sp.evictedAt = max(sp.evictedAt, at)
+		sp.b.Store(nil)
+	}
+}
