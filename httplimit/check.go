@@ -16,8 +16,9 @@ const maxTakes = 8
 type Result struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool `json:"allowed"`
-	// Status is 200 when allowed, 429 when a rule denied, 503 when the store
-	// failed and a rule that applied has fail_mode "closed".
+	// Status is 200 when allowed, 429 when a rule denied, 400 when a rule
+	// refused the cost the client sent (cost_out_of_range "reject"), 503 when
+	// the store failed and a rule that applied has fail_mode "closed".
 	Status int `json:"status"`
 	// Reason is empty, or one of the Reason constants (with the shadow
 	// prefix when a shadow rule would have denied an allowed request).
@@ -33,6 +34,7 @@ type Result struct {
 
 	opts   *options
 	denier *rule
+	detail string // why a cost was refused
 }
 
 // Policy is one applied rule's state after the decision.
@@ -58,7 +60,9 @@ type Policy struct {
 	// Denied reports that this rule denied the request (in shadow mode:
 	// would have).
 	Denied bool `json:"denied"`
-	// Unknown reports that the store failed: the other state fields are 0.
+	// Unknown reports that the bucket's state is not known, because the
+	// store failed or the request was refused before any take: the other
+	// state fields are 0.
 	Unknown bool `json:"unknown,omitempty"`
 
 	rule *rule
@@ -98,24 +102,36 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 	if len(applied) > maxTakes {
 		out = make([]engine.Decision, len(applied))
 	}
+	refuser := -1 // the first enforce rule that refuses the request's cost
 	for i, ru := range applied {
 		p := &res.Policies[i]
 		p.Name, p.Mode, p.rule = ru.Name, ru.Mode, ru
 		p.Quota, p.Window = int64(math.Floor(ru.Burst)), int64(math.Ceil(ru.Burst/ru.Rate))
 		p.Key = q.key(ru.keys)
 		if p.Cost = override; override < 0 {
-			p.Cost = ru.cost.cost(r, q.params)
+			var why string
+			if p.Cost, why = ru.cost.cost(r, q.params); why != "" {
+				l.refused(&res, ru, p, why, &refuser, i)
+				continue
+			}
 		}
 		if !ru.shadow {
 			takes = append(takes, Take{Handle: ru.handle, Key: p.Key, N: p.Cost})
 			idx = append(idx, i)
 		}
 	}
+	if refuser >= 0 {
+		// Refused: nothing is taken, so no rule's state is known.
+		for i := range res.Policies {
+			res.Policies[i].Unknown = true
+		}
+		return res
+	}
 	if len(takes) > 0 {
 		l.enforce(r, now, &res, applied, takes, out, idx)
 	}
 	for i, ru := range applied {
-		if ru.shadow {
+		if ru.shadow && !res.Policies[i].Unknown {
 			l.observe(r, now, &res, ru, &res.Policies[i])
 		}
 	}
@@ -123,6 +139,28 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 		res.RetryAfter = l.retryAfter(&res)
 	}
 	return res
+}
+
+// refused records that rule ru (policy p, the i-th applied) refuses the
+// request's cost (cost_out_of_range "reject"). The first enforce rule to
+// refuse decides the request: 400, nothing taken. A shadow rule only reports
+// that it would have refused, and takes nothing.
+func (l *Limiter) refused(res *Result, ru *rule, p *Policy, why string, refuser *int, i int) {
+	p.Denied, p.Unknown = true, true
+	if ru.shadow {
+		ru.counters.shadowDenied.Add(1)
+		if res.Reason == "" {
+			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+ReasonInvalidCost
+		}
+		return
+	}
+	ru.counters.refused.Add(1)
+	if *refuser >= 0 {
+		return
+	}
+	*refuser = i
+	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, ReasonInvalidCost, ru.Name
+	res.denier, res.detail = ru, why
 }
 
 // enforce makes the all-or-nothing take of the enforce rules.

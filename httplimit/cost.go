@@ -1,9 +1,12 @@
 package httplimit
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
+
+	"github.com/faucetgo/faucet/fixedpoint"
 )
 
 // costSource is a compiled cost_source.
@@ -13,15 +16,34 @@ type costSource struct {
 	fixed bool
 	value float64 // the fixed cost
 	def   float64 // default_cost
+	// min and max bound a client's value (max 0: no bound), compared in
+	// quanta as the engine charges them; reject refuses a value outside
+	// instead of clamping it.
+	min, max   float64
+	minQ, maxQ uint64
+	reject     bool
+}
+
+func newCostSource(r *Rule) costSource {
+	c := costSource{fixed: r.CostSource == "fixed", value: r.FixedCost, def: r.DefaultCost,
+		min: r.MinCost, max: r.MaxCost, reject: r.CostOutOfRange == costReject}
+	if !c.fixed {
+		spec, _ := parseKey(r.CostSource, false)
+		c.kind, c.name = spec.kind, spec.name
+		c.minQ, _ = fixedpoint.Quantize(c.min)
+		c.maxQ, _ = fixedpoint.Quantize(c.max)
+	}
+	return c
 }
 
 // cost returns the request's cost under the rule. A header or parameter that
 // is absent, repeated, or not a plain non-negative decimal ("2", "0.5") falls
 // back to default_cost; a decimal too large for a float64 is MaxFloat64, above any
-// burst.
-func (c *costSource) cost(r *http.Request, q func() map[string][]string) float64 {
+// burst. A value outside [min_cost, max_cost] is clamped to the nearer bound,
+// or refused: then refused is the problem, naming the source and the bound.
+func (c *costSource) cost(r *http.Request, q func() map[string][]string) (cost float64, refused string) {
 	if c.fixed {
-		return c.value
+		return c.value, ""
 	}
 	var vals []string
 	if c.kind == kindHeader {
@@ -30,12 +52,33 @@ func (c *costSource) cost(r *http.Request, q func() map[string][]string) float64
 		vals = q()[c.name]
 	}
 	if len(vals) != 1 {
-		return c.def
+		return c.def, ""
 	}
-	if x, ok := parseCost(vals[0]); ok {
-		return x
+	x, ok := parseCost(vals[0])
+	if !ok {
+		return c.def, ""
 	}
-	return c.def
+	// Compared as charged: a value is rounded up to a quantum (0.0004
+	// costs 0.001).
+	xq, _ := fixedpoint.Quantize(x)
+	switch {
+	case xq < c.minQ && c.reject:
+		return 0, fmt.Sprintf("the cost in %s %s is below min_cost %s", c.what(), quote(c.name), num(c.min))
+	case xq < c.minQ:
+		return c.min, ""
+	case c.maxQ != 0 && xq > c.maxQ && c.reject:
+		return 0, fmt.Sprintf("the cost in %s %s is above max_cost %s", c.what(), quote(c.name), num(c.max))
+	case c.maxQ != 0 && xq > c.maxQ:
+		return c.max, ""
+	}
+	return x, ""
+}
+
+func (c *costSource) what() string {
+	if c.kind == kindHeader {
+		return "header"
+	}
+	return "query parameter"
 }
 
 // parseCost accepts digits with an optional fraction: no sign, exponent,

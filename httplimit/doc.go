@@ -24,7 +24,10 @@
 //	    "burst": 20,                         // required, >= the rate
 //	    "cost_source": "fixed",              // or "header:<name>", "query:<name>"
 //	    "fixed_cost": 1,                     // cost with "fixed" (default 1)
-//	    "default_cost": 1                    // cost when the source is unusable (default 1)
+//	    "default_cost": 1,                   // cost when the source is unusable (default 1)
+//	    "min_cost": 1,                       // bounds of a client's cost (default
+//	    "max_cost": 20,                      //   default_cost, and none)
+//	    "cost_out_of_range": "clamp"         // or "reject" (400)
 //	  },
 //	  "match": {"jwt:plan": "enterprise"},   // optional: when the rule applies
 //	  "mode": "enforce",                     // or "shadow"
@@ -67,17 +70,22 @@
 //
 // Cost: "fixed" charges fixed_cost. "header:<name>" and "query:<name>"
 // charge the value sent, which must be a plain non-negative decimal ("3",
-// "0.5"); anything else, or the value sent twice, charges default_cost. A
-// cost is whatever the client sends, so use these sources only where
-// something trusted sets the value (a cost of 0 passes free). A cost above a
-// rule's burst can never pass: 429 without Retry-After, reason
-// cost_exceeds_burst.
+// "0.5"); anything else, or the value sent twice, charges default_cost. The
+// client chooses that value, so it is bounded: a value below min_cost (by
+// default default_cost, so that a client never pays less than one that sends
+// nothing) or above max_cost (by default none) is clamped to the bound, or,
+// with cost_out_of_range "reject", answered 400 (reason invalid_cost) and
+// nothing is taken. Costs are charged in steps of 0.001 token, rounded up.
+// A cost above a rule's burst can never pass: 429 without Retry-After,
+// reason cost_exceeds_burst. Every cost field is at least 0.001, a multiple
+// of 0.001 and at most the burst.
 //
 // Validation (ParseRules, New, Reload) reports every problem at once, each
 // naming the rule and the field: unknown fields, duplicate JSON keys, wrong
 // types, both rps and tokens_per_second, a rate or burst out of range, a
-// burst below the rate, non-positive costs, unknown key kinds, duplicate
-// names, rules that can never apply.
+// burst below the rate, costs that cannot be charged as written, cost
+// bounds that contradict each other, unknown key kinds, duplicate names,
+// rules that can never apply.
 //
 // # Responses
 //

@@ -46,6 +46,9 @@ const (
 	// ReasonStoreUnavailable: the store failed and a rule that applied has
 	// fail_mode "closed" (503).
 	ReasonStoreUnavailable = "store_unavailable"
+	// ReasonInvalidCost: the cost the client sent is outside a rule's
+	// min_cost and max_cost, and the rule refuses it (400).
+	ReasonInvalidCost = "invalid_cost"
 	// ReasonShadowPrefix prefixes the reason a shadow rule would have
 	// denied with; the request itself was allowed.
 	ReasonShadowPrefix = "shadow_"
@@ -313,11 +316,7 @@ func (r *rule) compileParts() {
 		spec, _ := parseKey(k, true)
 		r.match = append(r.match, matcher{spec: spec, values: r.Match[k]})
 	}
-	r.cost = costSource{fixed: r.CostSource == "fixed", value: r.FixedCost, def: r.DefaultCost}
-	if !r.cost.fixed {
-		spec, _ := parseKey(r.CostSource, false)
-		r.cost.kind, r.cost.name = spec.kind, spec.name
-	}
+	r.cost = newCostSource(&r.Rule)
 	r.shadow = r.Mode == modeShadow
 	r.closed = r.FailMode == failClosed
 	r.quoted = sfString(r.Name)

@@ -145,15 +145,17 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule) {
 		case "cost_source":
 			r.CostSource = d.str(field, m.value)
 		case "fixed_cost":
-			if r.FixedCost = d.num(field, m.value); r.FixedCost == 0 && m.value.kind == jNumber {
-				d.bad(field, "must be a positive number, got 0")
-			}
+			r.FixedCost = d.cost(field, m.value)
 		case "default_cost":
-			if r.DefaultCost = d.num(field, m.value); r.DefaultCost == 0 && m.value.kind == jNumber {
-				d.bad(field, "must be a positive number, got 0")
-			}
+			r.DefaultCost = d.cost(field, m.value)
+		case "min_cost":
+			r.MinCost = d.cost(field, m.value)
+		case "max_cost":
+			r.MaxCost = d.cost(field, m.value)
+		case "cost_out_of_range":
+			r.CostOutOfRange = d.str(field, m.value)
 		default:
-			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost")
+			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost, min_cost, max_cost, cost_out_of_range")
 		}
 	}
 	if member(v, "burst") == nil {
@@ -215,6 +217,17 @@ func (d *ruleDecoder) num(field string, v *jvalue) float64 {
 	if err != nil || !isFinite(x) {
 		d.bad(field, "number %s is out of range", v.num)
 		return math.NaN()
+	}
+	return x
+}
+
+// cost reads a cost field. 0 stands for "the default" in a Rule, so an
+// explicit 0 is reported here, where it can still be told from an absent
+// field.
+func (d *ruleDecoder) cost(field string, v *jvalue) float64 {
+	x := d.num(field, v)
+	if x == 0 && v.kind == jNumber {
+		d.bad(field, "must be a positive number, got 0")
 	}
 	return x
 }

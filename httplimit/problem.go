@@ -31,6 +31,9 @@ func (res *Result) Problem() *Problem {
 	case res.Status == http.StatusServiceUnavailable:
 		return &Problem{Type: "about:blank", Title: "Service Unavailable", Status: res.Status,
 			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
+	case res.Status == http.StatusBadRequest:
+		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
+			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.detail), Reason: res.Reason}
 	}
 	ru := res.denier
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,

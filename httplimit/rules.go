@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"github.com/faucetgo/faucet/fixedpoint"
 )
 
 // Rule is one rate limit in the rules vocabulary (see the package
@@ -27,11 +29,23 @@ type Rule struct {
 	// CostSource is "fixed" (the default), "header:<name>" or
 	// "query:<name>".
 	CostSource string
-	// FixedCost is the cost with CostSource "fixed"; 0 means 1.
+	// FixedCost is the cost with CostSource "fixed"; 0 means 1. Like every
+	// cost field, at least 0.001 (the smallest cost the limiter charges), a
+	// multiple of 0.001, and at most Burst.
 	FixedCost float64
 	// DefaultCost is the cost when the cost header or query parameter is
-	// absent, repeated, or not a finite non-negative decimal; 0 means 1.
+	// absent, repeated, or not a plain non-negative decimal; 0 means 1.
 	DefaultCost float64
+	// MinCost and MaxCost bound the cost a client sends (CostSource
+	// "header:<name>" or "query:<name>"; with "fixed" they must be 0).
+	// MinCost 0 means DefaultCost, so that a client cannot pay less than a
+	// request that says nothing; MaxCost 0 means no bound below the burst
+	// (a cost above the burst is then denied, cost_exceeds_burst).
+	MinCost, MaxCost float64
+	// CostOutOfRange is what a client's cost outside [MinCost, MaxCost]
+	// gets: "clamp" (the default) charges the nearer bound, "reject"
+	// answers 400 and takes nothing.
+	CostOutOfRange string
 	// Match restricts the rule to requests whose every entry holds: the key
 	// ("jwt:<claim>", "header:<name>", "query:<name>", "method", "path",
 	// "path_prefix") has one of the listed values. Empty: every request.
@@ -54,6 +68,8 @@ const (
 	modeShadow  = "shadow"
 	failOpen    = "open"
 	failClosed  = "closed"
+	costClamp   = "clamp"
+	costReject  = "reject"
 )
 
 // keyKind is the kind of a limit key or of a match entry.
@@ -135,6 +151,7 @@ const (
 	minBurst    = 1
 	maxBurst    = 1e9
 	maxFillSecs = 366 * 86400
+	minCost     = 1.0 / fixedpoint.QuantaPerToken
 )
 
 // validate checks rules and reports every problem; it also fills defaults in
@@ -203,6 +220,7 @@ func validateRule(r *Rule, i int, p *problems) {
 	case rateOK && b/r.Rate > maxFillSecs:
 		bad("algorithm_config.burst", "burst/rate, the time to refill an empty bucket, must be at most 366 days, got %.6g s", b/r.Rate)
 	}
+	burstOK := isFinite(r.Burst) && r.Burst >= minBurst && r.Burst <= maxBurst
 	switch cs := r.CostSource; {
 	case cs == "" || cs == "fixed":
 		r.CostSource = "fixed"
@@ -217,20 +235,7 @@ func validateRule(r *Rule, i int, p *problems) {
 	default:
 		bad("algorithm_config.cost_source", `must be "fixed", "header:<name>" or "query:<name>", got %s`, quote(cs))
 	}
-	for _, c := range []struct {
-		field string
-		v     *float64
-	}{{"algorithm_config.fixed_cost", &r.FixedCost}, {"algorithm_config.default_cost", &r.DefaultCost}} {
-		if *c.v == 0 {
-			*c.v = 1
-		}
-		switch v := *c.v; {
-		case !isFinite(v) || v <= 0:
-			bad(c.field, "must be a positive number, got %v", v)
-		case isFinite(r.Burst) && v > r.Burst && r.Burst >= minBurst:
-			bad(c.field, "must be at most the burst (%v), or no request could ever pass; got %v", r.Burst, v)
-		}
-	}
+	validateCosts(r, burstOK, bad)
 	for _, k := range sortedKeys(r.Match) {
 		field := "match." + k
 		spec, msg := parseKey(k, true)
@@ -252,6 +257,64 @@ func validateRule(r *Rule, i int, p *problems) {
 	}
 	oneOf(&r.Mode, "mode", modeEnforce, modeShadow, bad)
 	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
+}
+
+// validateCosts checks the cost fields and fills their defaults: 1 for
+// fixed_cost and default_cost, default_cost for min_cost.
+func validateCosts(r *Rule, burstOK bool, bad func(field, format string, args ...any)) {
+	const pre = "algorithm_config."
+	// check reports whether v is a cost the limiter can charge as written.
+	check := func(field string, v float64) bool {
+		_, exact := fixedpoint.QuantizeExact(v)
+		switch {
+		case !isFinite(v) || v <= 0:
+			bad(pre+field, "must be a positive number, got %v", v)
+		case v < minCost:
+			bad(pre+field, "must be at least 0.001 tokens, the smallest cost the limiter charges, got %v", v)
+		case !exact:
+			bad(pre+field, "must be a multiple of 0.001 tokens, got %v", v)
+		case burstOK && v > r.Burst:
+			bad(pre+field, "must be at most the burst (%v), or no request could ever pass; got %v", r.Burst, v)
+		default:
+			return true
+		}
+		return false
+	}
+	if r.FixedCost == 0 {
+		r.FixedCost = 1
+	}
+	if r.DefaultCost == 0 {
+		r.DefaultCost = 1
+	}
+	check("fixed_cost", r.FixedCost)
+	defOK := check("default_cost", r.DefaultCost)
+	if r.CostSource == "fixed" {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"min_cost", r.MinCost != 0}, {"max_cost", r.MaxCost != 0}, {"cost_out_of_range", r.CostOutOfRange != ""}} {
+			if f.set {
+				bad(pre+f.name, `bounds a cost the client sends: only with cost_source "header:<name>" or "query:<name>"`)
+			}
+		}
+		return
+	}
+	oneOf(&r.CostOutOfRange, pre+"cost_out_of_range", costClamp, costReject, bad)
+	minSet := r.MinCost != 0
+	if !minSet {
+		r.MinCost = r.DefaultCost
+	}
+	minOK := check("min_cost", r.MinCost)
+	maxOK := r.MaxCost == 0 || check("max_cost", r.MaxCost)
+	switch {
+	case !minOK || !maxOK || !defOK:
+	case r.MaxCost != 0 && r.MinCost > r.MaxCost:
+		bad(pre+"max_cost", "must be at least min_cost (%v), got %v", r.MinCost, r.MaxCost)
+	case minSet && r.DefaultCost < r.MinCost:
+		bad(pre+"default_cost", "must be at least min_cost (%v), got %v", r.MinCost, r.DefaultCost)
+	case r.MaxCost != 0 && r.DefaultCost > r.MaxCost:
+		bad(pre+"default_cost", "must be at most max_cost (%v), got %v", r.MaxCost, r.DefaultCost)
+	}
 }
 
 // oneOf checks an enumerated field with two values, the first the default.

@@ -22,8 +22,9 @@ func TestCostSources(t *testing.T) {
 		want    string // RateLimit after one request from a full bucket
 	}{
 		{"/h", []string{"X-Weight", "5"}, `"h";r=95;t=0`},
-		{"/h", []string{"X-Weight", "0.5"}, `"h";r=99;t=0`},
-		{"/h", []string{"X-Weight", "0"}, `"h";r=100;t=0`},
+		// Below min_cost, which defaults to default_cost: clamped to it.
+		{"/h", []string{"X-Weight", "0.5"}, `"h";r=98;t=0`},
+		{"/h", []string{"X-Weight", "0"}, `"h";r=98;t=0`},
 		{"/h", nil, `"h";r=98;t=0`},
 		{"/h", []string{"X-Weight", "abc"}, `"h";r=98;t=0`},
 		{"/h", []string{"X-Weight", "-1"}, `"h";r=98;t=0`},
@@ -51,6 +52,71 @@ func TestCostSources(t *testing.T) {
 	w := serve(l, req("192.0.2.1:1", "/h", "X-Weight", "99999999999999999999999999999999999999999999999999999999999"+strings.Repeat("9", 400)))
 	if w.Code != 429 || w.Header().Get(httplimit.ReasonHeader) != "cost_exceeds_burst" {
 		t.Errorf("a decimal beyond float64: %d %q, want 429 cost_exceeds_burst", w.Code, w.Header().Get(httplimit.ReasonHeader))
+	}
+}
+
+// A client-chosen cost cannot undercut the rule: "0" used to be a free pass
+// (2,000 of 2,000 requests admitted on burst 5) and "0.001" stretched the
+// quota a thousandfold. min_cost (default: default_cost) and max_cost clamp
+// the value, or refuse it with a 400 that takes nothing.
+func TestCostBounds(t *testing.T) {
+	t.Run("free pass", func(t *testing.T) {
+		doc := `{"rules":[{"name":"w","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":5,"cost_source":"header:x-weight"}}]}`
+		for _, weight := range []string{"0", "0.001", "0.0004"} {
+			l, _ := newLimiter(t, doc, httplimit.Options{})
+			admitted := 0
+			for range 2000 {
+				if serve(l, req("192.0.2.1:1", "/", "X-Weight", weight)).Code == 200 {
+					admitted++
+				}
+			}
+			if admitted > 5 {
+				t.Errorf("weight %q: %d of 2000 admitted on burst 5", weight, admitted)
+			}
+		}
+	})
+	doc := `{"rules":[
+	 {"name":"clamp","limit_keys":["path"],"match":{"path":"/c"},"algorithm_config":{"rps":1,"burst":100,"cost_source":"header:x-weight","min_cost":0.5,"max_cost":10}},
+	 {"name":"reject","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100,"cost_source":"query:w","default_cost":2,"max_cost":10,"cost_out_of_range":"reject"}}]}`
+	for _, tt := range []struct {
+		target  string
+		headers []string
+		code    int
+		state   string // RateLimit
+	}{
+		{"/c", []string{"X-Weight", "0.1"}, 200, `"clamp";r=99;t=0`}, // 0.5
+		{"/c", []string{"X-Weight", "0.5"}, 200, `"clamp";r=99;t=0`},
+		{"/c", []string{"X-Weight", "7"}, 200, `"clamp";r=93;t=0`},
+		{"/c", []string{"X-Weight", "50"}, 200, `"clamp";r=90;t=0`}, // 10
+		{"/c", nil, 200, `"clamp";r=99;t=0`},                        // default_cost 1
+		{"/r?w=2", nil, 200, `"reject";r=98;t=0`},
+		{"/r?w=10", nil, 200, `"reject";r=90;t=0`},
+		{"/r", nil, 200, `"reject";r=98;t=0`},
+		{"/r?w=1.999", nil, 400, ``},
+		{"/r?w=0", nil, 400, ``},
+		{"/r?w=10.001", nil, 400, ``},
+		{"/r?w=99999", nil, 400, ``},
+	} {
+		l, _ := newLimiter(t, doc, httplimit.Options{})
+		w := serve(l, req("192.0.2.1:1", tt.target, tt.headers...))
+		if w.Code != tt.code || w.Header().Get("RateLimit") != tt.state {
+			t.Errorf("%s %q: %d %q, want %d %q", tt.target, tt.headers, w.Code, w.Header().Get("RateLimit"), tt.code, tt.state)
+		}
+		if tt.code != 400 {
+			continue
+		}
+		var p httplimit.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Status != 400 || p.Reason != httplimit.ReasonInvalidCost ||
+			!strings.Contains(p.Detail, `query parameter "w"`) || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: body %s (%v)", tt.target, w.Body, err)
+		}
+		// Refused: nothing was taken.
+		if got := serve(l, req("192.0.2.1:1", "/r?w=2")).Header().Get("RateLimit"); got != `"reject";r=98;t=0` {
+			t.Errorf("%s: the next request sees %q, want a full bucket less 2", tt.target, got)
+		}
+		if st := l.Stats(); st[1].Refused != 1 {
+			t.Errorf("%s: stats %+v, want one refusal", tt.target, st[1])
+		}
 	}
 }
 
@@ -213,7 +279,11 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 		  {"name":"d\u0007","limit_keys":[],"algorithm_config":{"burst":2}},
 		  {"name":"e","limit_keys":["jwt:"],"algorithm_config":{"rps":0.0001,"burst":4000}},
 		  {"name":"f","limit_keys":["query:"],"algorithm_config":{"rps":1,"burst":5,"fixed_cost":6}},
-		  "rule"
+		  "rule",
+		  {"name":"g","limit_keys":["header:g"],"algorithm_config":{"rps":1,"burst":5,"fixed_cost":1e-5,"default_cost":0.0015,"min_cost":2}},
+		  {"name":"h","limit_keys":["header:h"],"algorithm_config":{"rps":1,"burst":5,"cost_source":"header:w","min_cost":3,"max_cost":2,"cost_out_of_range":"drop"}},
+		  {"name":"i","limit_keys":["header:i"],"algorithm_config":{"rps":1,"burst":5,"cost_source":"header:w","min_cost":2,"max_cost":6,"default_cost":1}},
+		  {"name":"j","limit_keys":["header:j"],"algorithm_config":{"rps":1,"burst":5,"cost_source":"header:w","max_cost":0,"min_cost":"1"}}
 		]}`, []string{
 			`rule "a" (rules[0]): limit_keys[1]: unknown limit key "cookie:x"`,
 			`rule "a" (rules[0]): limit_keys[2]: header name must be a non-empty HTTP token`,
@@ -249,6 +319,14 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`rule "f" (rules[7]): limit_keys[0]: query parameter name must not be empty`,
 			`rule "f" (rules[7]): algorithm_config.fixed_cost: must be at most the burst (5)`,
 			`rules[8]: a rule must be an object, got a string`,
+			`rule "g" (rules[9]): algorithm_config.fixed_cost: must be at least 0.001 tokens, the smallest cost the limiter charges, got 1e-05`,
+			`rule "g" (rules[9]): algorithm_config.default_cost: must be a multiple of 0.001 tokens, got 0.0015`,
+			`rule "g" (rules[9]): algorithm_config.min_cost: bounds a cost the client sends: only with cost_source "header:<name>" or "query:<name>"`,
+			`rule "h" (rules[10]): algorithm_config.cost_out_of_range: must be "clamp" or "reject", got "drop"`,
+			`rule "h" (rules[10]): algorithm_config.max_cost: must be at least min_cost (3), got 2`,
+			`rule "i" (rules[11]): algorithm_config.max_cost: must be at most the burst (5), or no request could ever pass; got 6`,
+			`rule "j" (rules[12]): algorithm_config.max_cost: must be a positive number, got 0`,
+			`rule "j" (rules[12]): algorithm_config.min_cost: must be a number, got a string`,
 		}},
 	} {
 		t.Run("case="+tt.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ import "sync/atomic"
 // ruleCounters count one rule's decisions; they belong to the rule's name and
 // survive reloads.
 type ruleCounters struct {
-	allowed, denied, shadowDenied, failedOpen, failedClosed atomic.Uint64
+	allowed, denied, shadowDenied, failedOpen, failedClosed, refused atomic.Uint64
 }
 
 // RuleStats is a snapshot of one rule's counters.
@@ -19,6 +19,9 @@ type RuleStats struct {
 	Denied uint64
 	// ShadowDenied counts requests a shadow rule would have denied.
 	ShadowDenied uint64
+	// Refused counts requests the rule answered 400 for a cost outside its
+	// min_cost and max_cost.
+	Refused uint64
 	// FailedOpen and FailedClosed count requests the store could not decide,
 	// admitted (fail_mode open) or answered 503.
 	FailedOpen, FailedClosed uint64
@@ -39,7 +42,7 @@ func (l *Limiter) Stats() []RuleStats {
 	for i, r := range set.rules {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), Denied: c.denied.Load(),
-			ShadowDenied: c.shadowDenied.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
+			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
 		if bs != nil {
 			var c BucketCounts
 			c, s.HasBuckets = bs.BucketStats(r.handle)
