@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,7 +43,8 @@ func (e *FieldError) Error() string {
 }
 
 // ConfigError lists every problem found in a rule set. ParseRules, New and
-// Reload return it; its message has one problem per line.
+// Reload return it; its message has one problem per line, those outside any
+// rule first, then each rule's in rule order.
 type ConfigError struct {
 	Problems []*FieldError
 }
@@ -65,5 +68,8 @@ func (p *problems) err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
+	// Checks run in passes (syntax, fields, tiers), each over every rule;
+	// a reader fixing a file goes rule by rule.
+	slices.SortStableFunc(p.list, func(a, b *FieldError) int { return cmp.Compare(a.Index, b.Index) })
 	return &ConfigError{Problems: p.list}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // The rules file is read into a small tree first, rather than straight into
@@ -62,12 +63,27 @@ func parseJSON(data []byte, dup func(path, key string)) (*jvalue, error) {
 	d.UseNumber()
 	v, err := readValue(d, "", 0, dup)
 	if err != nil {
-		return nil, err
+		return nil, at(data, d, err)
 	}
 	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("unexpected data after the top-level value")
+		return nil, at(data, d, errors.New("unexpected data after the top-level value"))
 	}
 	return v, nil
+}
+
+// at prefixes err with the line and column it was found at: the byte a
+// syntax error names, or where the decoder stopped.
+func at(data []byte, d *json.Decoder, err error) error {
+	off := d.InputOffset()
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = se.Offset // the bytes before the offending one
+	}
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+	return fmt.Errorf("line %d, column %d: %w", line, col, err)
 }
 
 func readValue(d *json.Decoder, path string, depth int, dup func(path, key string)) (*jvalue, error) {
@@ -133,7 +149,7 @@ func tokenErr(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return errors.New("document is empty or truncated")
 	}
-	return fmt.Errorf("invalid JSON: %v", err)
+	return fmt.Errorf("invalid JSON: %w", err)
 }
 
 func join(path, key string) string {

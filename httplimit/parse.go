@@ -3,6 +3,7 @@ package httplimit
 import (
 	"math"
 	"strconv"
+	"strings"
 )
 
 // ParseRules reads a rules document, {"rules": [ ... ]}, in the JSON
@@ -13,7 +14,8 @@ import (
 func ParseRules(data []byte) ([]Rule, error) {
 	var p problems
 	root, err := parseJSON(data, func(path, key string) {
-		p.add("", -1, join(path, key), "duplicate key")
+		i, field := ruleField(join(path, key))
+		p.add("", i, field, "duplicate key")
 	})
 	if err != nil {
 		p.add("", -1, "", "%v", err)
@@ -52,10 +54,31 @@ func ParseRules(data []byte) ([]Rule, error) {
 			p.list = append(p.list, e)
 		}
 	}
+	for _, e := range p.list {
+		if e.Rule == "" && e.Index >= 0 && e.Index < len(rules) {
+			e.Rule = rules[e.Index].Name // found before the rule was read
+		}
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}
 	return rules, nil
+}
+
+// ruleField splits a document path such as "rules[3].algorithm_config.rps"
+// into the rule's index and the field within it; a path outside any rule
+// has index -1.
+func ruleField(path string) (int, string) {
+	rest, ok := strings.CutPrefix(path, "rules[")
+	if !ok {
+		return -1, path
+	}
+	n, field, ok := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return -1, path
+	}
+	return i, strings.TrimPrefix(field, ".")
 }
 
 // ruleDecoder turns one rule's JSON into a Rule, reporting type problems.

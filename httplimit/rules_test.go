@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,8 +261,10 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 		name, doc string
 		want      []string
 	}{
-		{"not json", `{"rules":[`, []string{"document is empty or truncated"}},
+		{"not json", `{"rules":[`, []string{"line 1, column 11: document is empty or truncated"}},
 		{"trailing", perIP + ` {}`, []string{"unexpected data after the top-level value"}},
+		{"syntax", "{\"rules\":[\n {\"name\":\"a\",\n  \"burst\": 1,,\n}]}", []string{"line 3, column 14: invalid JSON: invalid character ','"}},
+		{"syntax after a multibyte name", "{\"rules\":[{\"name\":\"é\"}]]", []string{"line 1, column 24: invalid JSON"}},
 		{"bom", "\xef\xbb\xbf" + perIP, []string{"byte order mark"}},
 		{"too big", `{"rules":[` + strings.Repeat(" ", 1<<20) + `]}`, []string{"more than the limit"}},
 		{"deep", strings.Repeat("[", 40) + strings.Repeat("]", 40), []string{"nested deeper than 16"}},
@@ -309,7 +312,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`rules[2]: algorithm_config.burst: must be a multiple of 0.001 tokens, got 1.0005`,
 			`rule "b" (rules[3]): algorithm_config.rps: must be between 1/86400 (one token a day) and 1e9 tokens per second, got 0`,
 			`rule "b" (rules[3]): algorithm_config.burst: must be between 1 and 1e9 tokens, got 2e+09`,
-			`algorithm_config.rps: duplicate key`,
+			`rule "c" (rules[4]): algorithm_config.rps: duplicate key`,
 			`rule "c" (rules[4]): match: the rule can never apply: rule "b" (rules[3]) has the same limit_keys, comes first and has no match`,
 			`(rules[5]): name: must be printable ASCII`,
 			`(rules[5]): limit_keys: required: a non-empty list`,
@@ -343,6 +346,10 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			}
 			if len(tt.want) > 5 && len(ce.Problems) != len(tt.want) {
 				t.Errorf("%d problems, want %d:\n%s", len(ce.Problems), len(tt.want), msg)
+			}
+			// Listed rule by rule, whatever check found them.
+			if !slices.IsSortedFunc(ce.Problems, func(a, b *httplimit.FieldError) int { return a.Index - b.Index }) {
+				t.Errorf("problems out of rule order:\n%s", msg)
 			}
 		})
 	}
