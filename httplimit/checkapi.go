@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -18,6 +19,11 @@ const maxCheckBytes = 64 << 10
 
 // CheckRequest is the body of a check API request: the parts of an HTTP
 // request that rules read, described by the service that received it.
+//
+// Keys keep their bytes: a body that is not UTF-8, or holds a \u escape of
+// half a surrogate pair, is refused (encoding/json would decode either to
+// U+FFFD, and distinct keys would share a bucket), and so are two header
+// names that differ only in case (which value counts would be chance).
 type CheckRequest struct {
 	// IP is the client's address. Trusted proxies do not apply: the caller
 	// is the authority on its client. Empty: the ip:address key is "".
@@ -41,7 +47,7 @@ type CheckResponse struct {
 // CheckHandler serves the check API, for services that cannot embed
 // Handler: POST a CheckRequest as JSON, get a CheckResponse (status 200; the
 // decision is in the body). Tokens are taken as for a real request. A bad
-// request gets a 400 with problem details.
+// request gets a 400 with problem details naming the field.
 func (l *Limiter) CheckHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -52,6 +58,10 @@ func (l *Limiter) CheckHandler() http.Handler {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCheckBytes))
 		if err != nil {
 			writeBadRequest(w, http.StatusBadRequest, fmt.Sprintf("body unreadable or above %d bytes", maxCheckBytes))
+			return
+		}
+		if at := jsonTextFault(body); at >= 0 {
+			writeBadRequest(w, http.StatusBadRequest, fmt.Sprintf("body must be UTF-8 JSON without lone surrogate escapes (offset %d): decoded, distinct keys would become one", at))
 			return
 		}
 		var in CheckRequest
@@ -106,8 +116,20 @@ func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, st
 		q.Set(k, v)
 	}
 	h := http.Header{}
+	seen := make(map[string]string, len(in.Headers))
 	for k, v := range in.Headers {
-		h.Set(k, v)
+		if !isToken(k) {
+			return nil, 0, "headers: " + strconv.Quote(k) + " is not a header name (an HTTP token)"
+		}
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if other, dup := seen[ck]; dup {
+			// Header names are case-insensitive: which value counts would
+			// depend on map order.
+			a, b := min(k, other), max(k, other)
+			return nil, 0, "headers: " + strconv.Quote(a) + " and " + strconv.Quote(b) + " name the same header (names are case-insensitive)"
+		}
+		seen[ck] = k
+		h[ck] = []string{v}
 	}
 	r := (&http.Request{
 		Method:     in.Method,

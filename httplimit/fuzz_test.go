@@ -1,11 +1,15 @@
 package httplimit
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // parseCost accepts exactly the plain decimals, with the value
@@ -59,5 +63,58 @@ func FuzzParseRules(f *testing.F) {
 			t.Fatalf("ParseRules accepted rules New rejects: %v", err)
 		}
 		l.Close()
+	})
+}
+
+// jsonTextFault against an exact model: s is written as a JSON string, each
+// rune raw or as a \u escape (pairs above U+FFFF) as escape's bits say, and
+// lone surrogates are spliced in where lone's bits say. The document is
+// faultless exactly when s is UTF-8 and nothing was spliced, and then it
+// decodes to s byte for byte: no key is ever merged with another.
+func FuzzJSONTextFault(f *testing.F) {
+	f.Add("plain", uint64(0), uint8(0))
+	f.Add("\xff", uint64(0), uint8(0))
+	f.Add("é😀\"\\", uint64(0xff), uint8(0))
+	f.Add("ab", uint64(1), uint8(2))
+	f.Fuzz(func(t *testing.T, s string, escape uint64, lone uint8) {
+		doc := []byte{'"'}
+		spliced := false
+		for i, r := range []rune(s) {
+			if lone>>(i%8)&1 == 1 && i < 8 {
+				half := 0xD800 + i*0x100 // high for i < 4, low from 4
+				doc = fmt.Appendf(doc, `\u%04x`, half)
+				spliced = true
+			}
+			switch {
+			case r == utf8.RuneError:
+				// []rune replaced an invalid byte, or s holds U+FFFD: write
+				// it raw either way; only the first is a fault.
+				doc = utf8.AppendRune(doc, r)
+			case escape>>(i%64)&1 == 1 && r > 0xFFFF:
+				hi, lo := utf16.EncodeRune(r)
+				doc = fmt.Appendf(doc, `\u%04x\u%04X`, hi, lo)
+			case escape>>(i%64)&1 == 1 || r < 0x20 || r == '"' || r == '\\':
+				doc = fmt.Appendf(doc, `\u%04x`, r)
+			default:
+				doc = utf8.AppendRune(doc, r)
+			}
+		}
+		doc = append(doc, '"')
+		// The raw bytes of s, when it is not UTF-8: the fault must be found
+		// in them, not hidden by []rune's replacement above.
+		if !utf8.ValidString(s) {
+			doc = append(append([]byte(`["`), s...), `"]`...)
+		}
+		fault := jsonTextFault(doc)
+		if want := !utf8.ValidString(s) || spliced; (fault >= 0) != want {
+			t.Fatalf("jsonTextFault(%q) = %d, want a fault: %v", doc, fault, want)
+		}
+		if fault >= 0 {
+			return
+		}
+		var got string
+		if err := json.Unmarshal(doc, &got); err != nil || got != s {
+			t.Fatalf("%q decodes to %q (%v), want %q", doc, got, err, s)
+		}
 	})
 }

@@ -171,6 +171,54 @@ func TestMiddlewareConcurrent(t *testing.T) {
 	}
 }
 
+// The check API's keys keep their bytes: JSON that would decode to U+FFFD
+// (bytes that are not UTF-8, half a surrogate pair) is refused, because
+// "\xff" and "\xfe", or "\ud800" and "\udbff", used to decode to one key and
+// share a bucket. Header names that differ only in case are refused too:
+// which value counted depended on map order.
+func TestCheckAPIKeysKeepTheirBytes(t *testing.T) {
+	doc := `{"rules":[{"name":"k","limit_keys":["header:x-key"],"algorithm_config":{"rps":0.001,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	h := l.CheckHandler()
+	post := func(body string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body)))
+		return w.Code, w.Body.String()
+	}
+	for _, bad := range []string{
+		"{\"headers\":{\"x-key\":\"\xff\"}}",
+		"{\"headers\":{\"x-key\":\"\xfe\"}}",
+		`{"headers":{"x-key":"\ud800"}}`,
+		`{"headers":{"x-key":"\udbff"}}`,
+		`{"headers":{"x-key":"\udc00\ud800"}}`,
+		`{"headers":{"x-key":"\ud800\u0041"}}`,
+		`{"path":"/\ud800"}`,
+	} {
+		if code, body := post(bad); code != 400 || !strings.Contains(body, "UTF-8") {
+			t.Errorf("%q: %d %s, want 400 naming UTF-8", bad, code, body)
+		}
+	}
+	for _, good := range []string{
+		`{"headers":{"x-key":"\ud83d\ude00"}}`, // a valid pair
+		`{"headers":{"x-key":"\ufffd"}}`,       // U+FFFD itself
+		`{"headers":{"x-key":"\\ud800"}}`,      // a backslash, then text
+		`{"headers":{"x-key":"é\"\\"}}`,
+	} {
+		if code, body := post(good); code != 200 || !strings.Contains(body, `"allowed":true`) {
+			t.Errorf("%q: %d %s, want its own full bucket", good, code, body)
+		}
+	}
+	for range 5 {
+		code, body := post(`{"headers":{"X-Key":"a","x-key":"b"}}`)
+		if code != 400 || !strings.Contains(body, `\"X-Key\" and \"x-key\" name the same header`) {
+			t.Fatalf("headers differing in case: %d %s, want a 400 naming both", code, body)
+		}
+	}
+	if code, body := post(`{"headers":{"x key":"a"}}`); code != 400 || !strings.Contains(body, "not a header name") {
+		t.Errorf("a header name with a space: %d %s", code, body)
+	}
+}
+
 func TestCheckAPI(t *testing.T) {
 	l, _ := newLimiter(t, tiersDoc, httplimit.Options{TrustedProxies: nil})
 	h := l.CheckHandler()
