@@ -131,6 +131,13 @@ type settings struct {
 	timeout    time.Duration
 }
 
+// Validate reports every problem of c that New would, in a *ConfigError,
+// without loading the key set.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
 // resolve checks c and applies its defaults, reporting every problem.
 func (c Config) resolve() (*settings, error) {
 	var probs []FieldError
@@ -163,9 +170,9 @@ func (c Config) resolve() (*settings, error) {
 	for _, a := range c.Algorithms {
 		switch {
 		case a == algHS256 && c.Secret == nil:
-			bad("Algorithms", "HS256 needs Secret")
+			bad("Algorithms", "HS256 needs a secret")
 		case (a == algRS256 || a == algES256 || a == algEdDSA) && !jwks:
-			bad("Algorithms", "%s needs a key set (JWKSFile or JWKSURL)", a)
+			bad("Algorithms", "%s needs a key set", a)
 		case a == algHS256 || a == algRS256 || a == algES256 || a == algEdDSA:
 			s.algorithms = append(s.algorithms, a)
 		case strings.EqualFold(a, "none"):

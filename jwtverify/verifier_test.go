@@ -133,9 +133,9 @@ func TestConfigErrors(t *testing.T) {
 				`MinRefreshInterval: must be between 100ms and 1h0m0s, or 0 for the default (30s), got 2h0m0s; ` +
 				`FetchTimeout: must be between 1ms and 1m0s, or 0 for the default (10s), got -1ns`},
 		{"algorithms without their keys", jwtverify.Config{JWKSURL: "https://idp.test/jwks", Algorithms: []string{"HS256"}},
-			"Algorithms: HS256 needs Secret"},
+			"Algorithms: HS256 needs a secret"},
 		{"algorithms without their keys", jwtverify.Config{Secret: secret, Algorithms: []string{"EdDSA"}},
-			"Algorithms: EdDSA needs a key set (JWKSFile or JWKSURL)"},
+			"Algorithms: EdDSA needs a key set"},
 		{"plain http", jwtverify.Config{JWKSURL: "http://idp.test/jwks"},
 			`JWKSURL: must be an https:// URL (http:// only to a loopback address), got "http://idp.test/jwks"`},
 		{"no URL", jwtverify.Config{JWKSURL: "idp.test/jwks"},
@@ -144,6 +144,9 @@ func TestConfigErrors(t *testing.T) {
 			"JWKSFile: open /nonexistent/jwks.json: no such file or directory"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.c.Validate(); (err == nil) != (tt.name == "missing file") {
+				t.Errorf("Validate: %v; it checks all but the key set itself", err)
+			}
 			v, err := jwtverify.New(tt.c)
 			if err == nil {
 				v.Close()
