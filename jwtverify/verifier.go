@@ -15,8 +15,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Verifier checks bearer tokens for httplimit (Options.JWT). It is safe for
-// concurrent use; Close stops its key set's refresh goroutine.
+// Verifier checks bearer tokens for httplimit (Options.JWT). Make one with
+// New; it is safe for concurrent use, and Close stops its key set's refresh
+// goroutine.
 type Verifier struct {
 	parser *jwt.Parser
 	secret []byte
