@@ -14,7 +14,7 @@ func BenchmarkCheck(b *testing.B) {
 	for _, bc := range []struct{ name, doc string }{
 		{"rules=per-ip", `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
 		{"rules=hierarchy", `{"rules":[
-		 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1e9,"burst":1e9}},
+		 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1e9,"burst":1e9},"insecure_unverified_jwt":true},
 		 {"name":"tenant","limit_keys":["header:x-tenant"],"algorithm_config":{"rps":1e9,"burst":1e9}},
 		 {"name":"global","limit_keys":["method"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
 	} {

@@ -31,7 +31,8 @@
 //	  },
 //	  "match": {"jwt:plan": "enterprise"},   // optional: when the rule applies
 //	  "mode": "enforce",                     // or "shadow"
-//	  "fail_mode": "open"                    // or "closed" (faucet's extension)
+//	  "fail_mode": "open",                   // or "closed" (faucet's extension)
+//	  "insecure_unverified_jwt": false       // see JWT claims
 //	}
 //
 // Limit keys: "ip:address" (the client address, see Client address),
@@ -46,13 +47,6 @@
 // "path" (exact), "path_prefix" (string prefix: write "/api/" to exclude
 // "/apix"). A value is a string or a list of strings (any of them); every
 // entry must hold.
-//
-// JWT claims are decoded from the bearer token of the Authorization header
-// WITHOUT verifying its signature. Anyone can write any claim there, so a
-// jwt: key or match is only as trustworthy as the authentication that
-// rejects forged tokens; run it in front of the limiter (a gateway) or make
-// sure unauthenticated requests cannot profit from a forged claim. Claims
-// that are not strings compare as their JSON text (42, true).
 //
 // Which rules apply: rules with different limit_keys all apply, and a
 // request must pass every one of them (per user, per tenant, global). Among
@@ -85,7 +79,29 @@
 // types, both rps and tokens_per_second, a rate or burst out of range, a
 // burst below the rate, costs that cannot be charged as written, cost
 // bounds that contradict each other, unknown key kinds, duplicate names,
-// rules that can never apply.
+// rules that can never apply. New, Reload and Validate also reject rules
+// that read JWT claims nobody verifies (see JWT claims).
+//
+// # JWT claims
+//
+// A "jwt:<claim>" key or match reads a claim of the bearer token of the
+// Authorization header (at most 8 KiB), verified by Options.JWT (for
+// instance github.com/faucetgo/faucet/jwtverify: HS256 secrets, JSON Web Key
+// Sets, expiry, issuer, audience). The limiter takes its tokens before the
+// application authenticates the request, so an unverified claim would let
+// any client pick its tier or spend another tenant's bucket: without
+// Options.JWT, New and Reload reject every rule that reads a claim, naming
+// the field, unless the rule sets "insecure_unverified_jwt": true, which
+// accepts claims decoded WITHOUT verification. With Options.JWT every rule
+// gets verified claims, and the opt-in changes nothing.
+//
+// A token that fails verification (or cannot be decoded) counts as no token:
+// jwt: keys are "" (all such requests share one bucket) and jwt: matches
+// fail, so the request gets the rule's behaviour for requests without
+// claims. Limiter.JWTStats counts such tokens by reason. A token is verified
+// at most once per request, and only when a rule that applies needs a claim.
+// A string claim compares as the string, any other as its JSON text (42,
+// true; see Claims).
 //
 // # Responses
 //

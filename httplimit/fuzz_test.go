@@ -37,11 +37,19 @@ func FuzzParseCost(f *testing.F) {
 	})
 }
 
+// rejectAll stands for a configured JWT verifier, which rules that read
+// claims need and ParseRules cannot know about.
+type rejectAll struct{}
+
+func (rejectAll) VerifyJWT(string) (Claims, error) { return nil, ErrJWTSignature }
+
 // Whatever the document, ParseRules never panics; it returns rules that New
-// accepts, or a *ConfigError whose every problem says something.
+// accepts (given a JWT verifier), or a *ConfigError whose every problem says
+// something.
 func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(`{"rules":[{"name":"a","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":2}}]}`))
 	f.Add([]byte(`{"rules":[{"name":"a","limit_keys":["header:x"],"algorithm_config":{"rps":1,"burst":2},"match":{"jwt:p":["x","y"]}},{"name":"b","limit_keys":["header:x"],"algorithm_config":{"tokens_per_second":1,"burst":2,"cost_source":"query:w"}}]}`))
+	f.Add([]byte(`{"rules":[{"name":"a","limit_keys":["jwt:org"],"algorithm_config":{"rps":1,"burst":2},"insecure_unverified_jwt":true}]}`))
 	f.Add([]byte(`{"rules":[{"name":"a","name":"b"}]}`))
 	f.Add([]byte(`[[[[`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -58,7 +66,7 @@ func FuzzParseRules(f *testing.F) {
 			}
 			return
 		}
-		l, err := New(rules, Options{Store: NewMemoryStore(MemoryOptions{SweepInterval: -1})})
+		l, err := New(rules, Options{Store: NewMemoryStore(MemoryOptions{SweepInterval: -1}), JWT: rejectAll{}})
 		if err != nil {
 			t.Fatalf("ParseRules accepted rules New rejects: %v", err)
 		}

@@ -4,54 +4,198 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// maxJWTBytes bounds the token that is decoded.
+// maxJWTBytes bounds the bearer token that is verified or decoded.
 const maxJWTBytes = 8 << 10
 
-// jwtClaims decodes the claims of the bearer token in the Authorization
-// header, WITHOUT verifying its signature: a client can put anything there,
-// so a jwt: key or match is only as good as the authentication in front of
-// the limiter or behind it that rejects forged tokens. nil means no token or
-// an undecodable one.
-func jwtClaims(r *http.Request) map[string]json.RawMessage {
-	auth := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || len(token) > maxJWTBytes {
+// JWTVerifier verifies the bearer tokens whose claims jwt: limit keys and
+// matches read (Options.JWT). The module github.com/faucetgo/faucet/jwtverify
+// implements it with HS256 secrets and JSON Web Key Sets.
+type JWTVerifier interface {
+	// VerifyJWT checks token, a JWS in compact form, as an authentication
+	// step would (signature and algorithm, expiry, issuer, audience) and
+	// returns its claims. An error makes the request count as carrying no
+	// token; wrapping one of the ErrJWT errors says why, for JWTStats. It is
+	// called concurrently, at most once per request, and only when a rule
+	// that applies needs a claim; it should not block on the network.
+	VerifyJWT(token string) (Claims, error)
+}
+
+// Claims are a token's claims, as encoding/json decodes a JSON object. Keys
+// and matches compare a string claim as the string and any other as its
+// compact JSON text (42, true, object keys sorted); a json.Number is its
+// text, so decoding with UseNumber keeps every digit of a large number.
+// Absent and null claims are missing.
+type Claims map[string]any
+
+// A JWTVerifier's error wraps one of these to say why it rejected a token.
+var (
+	// ErrJWTMalformed: not a JWS in compact form with a JSON object as its
+	// payload, or larger than 8 KiB.
+	ErrJWTMalformed = errors.New("malformed JWT")
+	// ErrJWTSignature: the signature does not verify, no key is known for
+	// the token, or its algorithm is not allowed ("none" never is) or not the
+	// one of its key.
+	ErrJWTSignature = errors.New("JWT signature not verified")
+	// ErrJWTExpired: exp is past, beyond the allowed clock skew.
+	ErrJWTExpired = errors.New("JWT expired")
+	// ErrJWTNotYetValid: nbf or iat is in the future, beyond the allowed
+	// clock skew.
+	ErrJWTNotYetValid = errors.New("JWT not yet valid")
+	// ErrJWTClaims: a wrong or missing issuer or audience, or a required
+	// claim (such as exp) missing or of the wrong type.
+	ErrJWTClaims = errors.New("JWT claims rejected")
+)
+
+// JWTStats counts the bearer tokens that were treated as absent because
+// they were rejected, by reason (the ErrJWT errors); Other counts errors
+// that wrap none of them. Only tokens that some rule needed are looked at.
+type JWTStats struct {
+	Malformed, Signature, Expired, NotYetValid, Claims, Other uint64
+}
+
+// JWTStats returns the counts of rejected tokens since New.
+func (l *Limiter) JWTStats() JWTStats {
+	c := &l.opts.jwtRejected
+	return JWTStats{Malformed: c.malformed.Load(), Signature: c.signature.Load(), Expired: c.expired.Load(),
+		NotYetValid: c.notYetValid.Load(), Claims: c.claims.Load(), Other: c.other.Load()}
+}
+
+// jwtCounters back JWTStats.
+type jwtCounters struct {
+	malformed, signature, expired, notYetValid, claims, other atomic.Uint64
+}
+
+func (c *jwtCounters) count(err error) {
+	switch {
+	case errors.Is(err, ErrJWTMalformed):
+		c.malformed.Add(1)
+	case errors.Is(err, ErrJWTSignature):
+		c.signature.Add(1)
+	case errors.Is(err, ErrJWTExpired):
+		c.expired.Add(1)
+	case errors.Is(err, ErrJWTNotYetValid):
+		c.notYetValid.Add(1)
+	case errors.Is(err, ErrJWTClaims):
+		c.claims.Add(1)
+	default:
+		c.other.Add(1)
+	}
+}
+
+// UsesJWT reports whether the rule keys or matches on JWT claims.
+func (r *Rule) UsesJWT() bool {
+	for _, k := range r.LimitKeys {
+		if spec, msg := parseKey(k, false); msg == "" && spec.kind == kindJWT {
+			return true
+		}
+	}
+	for k := range r.Match {
+		if spec, msg := parseKey(k, true); msg == "" && spec.kind == kindJWT {
+			return true
+		}
+	}
+	return false
+}
+
+// validateJWT reports the jwt: keys and matches of rules that would run on
+// unverified claims without having said so: anyone can write any claim into
+// a token that nothing verifies.
+func validateJWT(rules []Rule, verified bool, p *problems) {
+	if verified {
+		return
+	}
+	const why = `reads a JWT claim, but no verifier is configured (Options.JWT), so any client could claim any value; configure verification, or set "insecure_unverified_jwt": true to accept unverified claims`
+	for i := range rules {
+		r := &rules[i]
+		if r.InsecureUnverifiedJWT {
+			continue
+		}
+		for j, k := range r.LimitKeys {
+			if spec, msg := parseKey(k, false); msg == "" && spec.kind == kindJWT {
+				p.add(r.Name, i, "limit_keys["+itoa(j)+"]", "%s", why)
+			}
+		}
+		for _, k := range sortedKeys(r.Match) {
+			if spec, msg := parseKey(k, true); msg == "" && spec.kind == kindJWT {
+				p.add(r.Name, i, "match."+k, "%s", why)
+			}
+		}
+	}
+}
+
+// claims returns the claims of r's bearer token: verified by Options.JWT,
+// or, without one, decoded unverified (New admits that only for rules that
+// opted in). nil means no token, or one that was rejected and counted.
+func (o *options) claims(r *http.Request) Claims {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return nil
 	}
-	parts := strings.Split(strings.TrimSpace(token), ".")
-	if len(parts) != 3 {
+	var c Claims
+	err := ErrJWTMalformed
+	if token = strings.TrimSpace(token); len(token) <= maxJWTBytes {
+		if o.jwt != nil {
+			c, err = o.jwt.VerifyJWT(token)
+		} else {
+			c, err = decodeUnverified(token)
+		}
+	}
+	if err != nil {
+		o.jwtRejected.count(err)
 		return nil
+	}
+	return c
+}
+
+// decodeUnverified decodes a token's claims WITHOUT verifying anything.
+func decodeUnverified(token string) (Claims, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil, ErrJWTMalformed
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
 	if err != nil {
-		return nil
+		return nil, ErrJWTMalformed
 	}
-	var claims map[string]json.RawMessage
-	if json.Unmarshal(payload, &claims) != nil {
-		return nil
+	d := json.NewDecoder(bytes.NewReader(payload))
+	d.UseNumber()
+	var c Claims
+	if d.Decode(&c) != nil || c == nil {
+		return nil, ErrJWTMalformed
 	}
-	return claims
+	if _, err := d.Token(); err != io.EOF {
+		return nil, ErrJWTMalformed
+	}
+	return c, nil
 }
 
-// claimString is a claim's value as keys and matches compare it: a string as
-// is, anything else (numbers, booleans, objects) as its compact JSON text;
-// absent or null is "" and ok false.
-func claimString(claims map[string]json.RawMessage, name string) (string, bool) {
-	raw, ok := claims[name]
-	if !ok || string(raw) == "null" {
+// claimString is a claim's value as keys and matches compare it (see
+// Claims); absent or null is "" and ok false.
+func claimString(claims Claims, name string) (string, bool) {
+	switch v := claims[name].(type) {
+	case nil:
 		return "", false
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	case bool:
+		return strconv.FormatBool(v), true
+	default:
+		var b bytes.Buffer
+		e := json.NewEncoder(&b)
+		e.SetEscapeHTML(false)
+		if e.Encode(v) != nil {
+			return "", false
+		}
+		return strings.TrimSuffix(b.String(), "\n"), true
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, true
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return "", false
-	}
-	return b.String(), true
 }

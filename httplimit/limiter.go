@@ -82,6 +82,10 @@ type Options struct {
 	Now func() time.Time
 	// OnStoreError, if set, is called with every error of the store.
 	OnStoreError func(error)
+	// JWT verifies the bearer tokens that jwt: keys and matches read. nil:
+	// New and Reload reject such rules unless they set
+	// InsecureUnverifiedJWT (see the package documentation).
+	JWT JWTVerifier
 }
 
 // options is Options with defaults applied.
@@ -95,11 +99,14 @@ type options struct {
 	seed           uint64
 	now            func() time.Time
 	onStoreError   func(error)
+	jwt            JWTVerifier
+	jwtRejected    jwtCounters
 }
 
 func (o Options) resolve() (*options, error) {
 	r := &options{store: o.Store, headers: o.Headers, seed: o.JitterSeed, now: o.Now, onStoreError: o.OnStoreError,
 		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
+	r.jwt = o.JWT
 	if r.headers == 0 {
 		r.headers = HeadersDraft
 	}
@@ -252,19 +259,8 @@ func (l *Limiter) compile(rules []Rule) (*ruleSet, error) {
 }
 
 func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
-	rules := make([]Rule, len(in))
-	for i, r := range in {
-		rules[i] = r
-		rules[i].LimitKeys = slices.Clone(r.LimitKeys)
-		m := make(map[string][]string, len(r.Match))
-		for k, v := range r.Match {
-			m[k] = slices.Clone(v)
-		}
-		rules[i].Match = m
-	}
-	var p problems
-	validate(rules, &p)
-	if err := p.err(); err != nil {
+	rules, err := checkRules(in, l.opts)
+	if err != nil {
 		return nil, err
 	}
 	set := &ruleSet{}
@@ -298,6 +294,37 @@ func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
 	return set, nil
 }
 
+// Validate reports every problem New would find in rules under opts, in a
+// *ConfigError, without binding anything to a store: for a dry run of a
+// configuration. A bad Options is a plain error, as from New.
+func Validate(rules []Rule, opts Options) error {
+	o, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	_, err = checkRules(rules, o)
+	return err
+}
+
+// checkRules validates a copy of in under o and returns it, defaults
+// filled in.
+func checkRules(in []Rule, o *options) ([]Rule, error) {
+	rules := make([]Rule, len(in))
+	for i, r := range in {
+		rules[i] = r
+		rules[i].LimitKeys = slices.Clone(r.LimitKeys)
+		m := make(map[string][]string, len(r.Match))
+		for k, v := range r.Match {
+			m[k] = slices.Clone(v)
+		}
+		rules[i].Match = m
+	}
+	var p problems
+	validate(rules, &p)
+	validateJWT(rules, o.jwt != nil, &p)
+	return rules, p.err()
+}
+
 // compileParts parses a validated rule's keys, matches and cost.
 func (r *rule) compileParts() {
 	for _, k := range r.LimitKeys {
@@ -316,6 +343,15 @@ func (r *rule) compileParts() {
 		spec, _ := parseKey(k, true)
 		r.match = append(r.match, matcher{spec: spec, values: r.Match[k]})
 	}
+	// Claims last: a request that another entry already rules out needs no
+	// token verified.
+	claimsLast := func(m matcher) int {
+		if m.spec.kind == kindJWT {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(r.match, func(a, b matcher) int { return claimsLast(a) - claimsLast(b) })
 	r.cost = newCostSource(&r.Rule)
 	r.shadow = r.Mode == modeShadow
 	r.closed = r.FailMode == failClosed

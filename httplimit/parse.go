@@ -121,8 +121,10 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 			r.Mode = d.str("mode", m.value)
 		case "fail_mode":
 			r.FailMode = d.str("fail_mode", m.value)
+		case "insecure_unverified_jwt":
+			r.InsecureUnverifiedJWT = d.boolean("insecure_unverified_jwt", m.value)
 		default:
-			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, match, mode, fail_mode")
+			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, match, mode, fail_mode, insecure_unverified_jwt")
 		}
 	}
 	if member(v, "name") == nil {
@@ -213,6 +215,14 @@ func (d *ruleDecoder) str(field string, v *jvalue) string {
 		return ""
 	}
 	return v.str
+}
+
+func (d *ruleDecoder) boolean(field string, v *jvalue) bool {
+	if v.kind != jBool {
+		d.bad(field, "must be true or false, got %v", v.kind)
+		return false
+	}
+	return v.boolean
 }
 
 func (d *ruleDecoder) strs(field string, v *jvalue) []string {

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,7 +15,7 @@ type request struct {
 	direct bool // RemoteAddr is the client (check API)
 	ip     string
 	ipDone bool
-	claims map[string]json.RawMessage
+	claims Claims
 	jwt    bool
 	query  url.Values
 	qDone  bool
@@ -39,7 +38,7 @@ func (q *request) clientKey() string {
 func (q *request) claim(name string) (string, bool) {
 	if !q.jwt {
 		q.jwt = true
-		q.claims = jwtClaims(q.r)
+		q.claims = q.o.claims(q.r)
 	}
 	return claimString(q.claims, name)
 }

@@ -56,6 +56,10 @@ type Rule struct {
 	// FailMode is what a store error does to a request this rule applies
 	// to: "open" (the default) admits it, "closed" answers 503.
 	FailMode string
+	// InsecureUnverifiedJWT lets the rule read JWT claims when Options.JWT
+	// is nil: they are then decoded WITHOUT verification, and any client can
+	// claim any tier or tenant. With a verifier it changes nothing.
+	InsecureUnverifiedJWT bool
 
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string

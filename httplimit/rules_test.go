@@ -147,8 +147,9 @@ func TestShadowModeNeverDenies(t *testing.T) {
 	}
 }
 
-// The seed's tiers, exactly as written: enterprise keys by JWT plan, the free
-// rule catching the rest.
+// The seed's tiers: enterprise keys by JWT plan, the free rule catching the
+// rest; on unverified claims, which TestTiers is about (jwt_test.go has
+// the verified ones).
 const tiersDoc = `{
   "rules": [
     {
@@ -156,7 +157,8 @@ const tiersDoc = `{
       "limit_keys": ["header:x-api-key"],
       "algorithm": "token_bucket",
       "algorithm_config": { "rps": 1000, "burst": 2000 },
-      "match": { "jwt:plan": "enterprise" }
+      "match": { "jwt:plan": "enterprise" },
+      "insecure_unverified_jwt": true
     },
     {
       "name": "free",
@@ -195,7 +197,7 @@ func TestTiers(t *testing.T) {
 // is not charged.
 func TestHierarchyRefunds(t *testing.T) {
 	doc := `{"rules":[
-	 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1,"burst":3}},
+	 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1,"burst":3},"insecure_unverified_jwt":true},
 	 {"name":"global","limit_keys":["method"],"match":{"method":["GET","POST"]},"algorithm_config":{"rps":1,"burst":5}}]}`
 	l, _ := newLimiter(t, doc, httplimit.Options{})
 	as := func(sub string) *http.Request {

@@ -18,7 +18,7 @@ type metrics struct {
 	reloads *prometheus.CounterVec
 	lastOK  prometheus.Gauge
 
-	decisions, live, evictions *prometheus.Desc
+	decisions, live, evictions, jwtRejected *prometheus.Desc
 }
 
 func newMetrics(lim *httplimit.Limiter) *metrics {
@@ -35,6 +35,9 @@ func newMetrics(lim *httplimit.Limiter) *metrics {
 			[]string{"rule", "result"}, nil),
 		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
 		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),
+		jwtRejected: prometheus.NewDesc("faucet_jwt_rejected_total",
+			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
+			[]string{"reason"}, nil),
 	}
 	m.lastOK.Set(float64(time.Now().Unix()))
 	m.reloads.WithLabelValues("success")
@@ -58,6 +61,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.decisions
 	ch <- m.live
 	ch <- m.evictions
+	ch <- m.jwtRejected
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -73,5 +77,13 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)
 			ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evicted), s.Name)
 		}
+	}
+	j := m.lim.JWTStats()
+	for _, c := range []struct {
+		reason string
+		n      uint64
+	}{{"malformed", j.Malformed}, {"signature", j.Signature}, {"expired", j.Expired},
+		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
+		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
 }

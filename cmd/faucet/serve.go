@@ -39,6 +39,7 @@ type serveConfig struct {
 	metricsPath     string
 	validate        bool
 	redis           redisFlags
+	jwt             jwtFlags
 }
 
 // defaultRules apply when no rules file is given: 5 requests per second per
@@ -66,6 +67,14 @@ never from the command line. When Redis fails or answers later than
 --redis-timeout, each rule's fail_mode decides ("open" admits, "closed"
 answers 503).
 
+Rules that read JWT claims (jwt: keys and matches) need the tokens verified:
+with the keys of a JSON Web Key Set (--jwt-jwks-file or --jwt-jwks-url: RS256,
+ES256, EdDSA) or an HS256 secret read from the environment variable
+FAUCET_JWT_SECRET (at least 32 bytes), never from the command line. A token
+that fails verification counts as none. Without verification such rules are
+refused, unless they set "insecure_unverified_jwt": true (warned about).
+--validate checks the rules against these settings, loading the key set.
+
 flags:
 `
 
@@ -84,6 +93,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.metricsPath, "metrics-path", "/metrics", "path of the Prometheus metrics (empty: none)")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
 	cfg.redis.register(fs)
+	cfg.jwt.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -111,6 +121,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faucet serve: %s\n", strings.Join(problems, "\n"))
 		return 2
 	}
+	stopJWT, err := cfg.startJWT(&opts, rules, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "faucet serve: %v\n", err)
+		return 2
+	}
+	defer stopJWT()
 	if cfg.validate {
 		fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
 		return 0
@@ -166,6 +182,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 		problems = append(problems, "--metrics-path: must start with /")
 	}
 	problems = append(problems, cfg.redis.problems()...)
+	problems = append(problems, cfg.jwt.problems()...)
 	return opts, problems
 }
 
@@ -370,6 +387,7 @@ func (s *server) reload(forced bool) {
 	}
 	s.metrics.reloaded(true)
 	s.log.Printf("reloaded %d rules from %s", len(rules), s.cfg.rules)
+	s.cfg.jwt.warn(rules)
 }
 
 func (s *server) reloadFailed(err error) {

@@ -339,6 +339,7 @@ func TestServeBadRulesExit2(t *testing.T) {
 
 // The example rules file of the README is valid, and means what it says.
 func TestExampleRules(t *testing.T) {
+	t.Setenv(jwtSecretEnv, "an HS256 secret of at least 32 bytes, for tests") // its claims need verifying
 	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")
 	if code != 0 || out != "rules.example.json: 4 rules, valid\n" {
 		t.Errorf("exit %d: %q %q", code, out, errs)
