@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,4 +250,36 @@ func TestCheckAPI(t *testing.T) {
 	if g.Code != 405 || g.Header().Get("Allow") != "POST" {
 		t.Errorf("GET: %d", g.Code)
 	}
+}
+
+// Header values of a megabyte are bucket keys like any other, and cost a
+// bucket no more: 200 live keys of 1 MiB must not hold 200 MiB.
+func TestLongKeysAreBounded(t *testing.T) {
+	doc := `{"rules":[{"name":"key","limit_keys":["header:x-api-key"],"algorithm_config":{"rps":0.001,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	buf := []byte(strings.Repeat("v", 1<<20))
+	before := heap()
+	for i := range 200 {
+		copy(buf, fmt.Sprintf("%08d", i))
+		if w := serve(l, req("192.0.2.1:1", "/", "X-Api-Key", string(buf))); w.Code != 200 {
+			t.Fatalf("key %d: %d", i, w.Code)
+		}
+	}
+	if grown := int64(heap()) - int64(before); grown > 200*1024 {
+		t.Errorf("heap grew by %d bytes for 200 keys of 1 MiB", grown)
+	}
+	copy(buf, fmt.Sprintf("%08d", 7))
+	if w := serve(l, req("192.0.2.1:1", "/", "X-Api-Key", string(buf))); w.Code != 429 {
+		t.Errorf("key 7 again: %d, want its own drained bucket", w.Code)
+	}
+	if st := l.Stats()[0]; st.Live != 200 {
+		t.Errorf("live %d, want 200", st.Live)
+	}
+	runtime.KeepAlive(buf)
 }
