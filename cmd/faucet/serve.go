@@ -88,15 +88,10 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faucet serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cfg serveConfig
 	serveFlags(fs, &cfg)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, serveUsage, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "faucet serve: unexpected arguments %q\n", fs.Args())

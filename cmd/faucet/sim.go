@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,9 +44,16 @@ type simResult struct {
 	samples   []simSample
 }
 
+const simUsage = `usage: faucet sim [flags]
+
+Simulates one client sending a steady load against a token bucket, on a
+virtual clock, and reports what was admitted.
+
+flags:
+`
+
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faucet sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cfg simConfig
 	var load string
 	fs.Float64Var(&cfg.rate, "rate", 10, "refill rate, tokens per second")
@@ -57,15 +63,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "simulated time")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "report interval")
 	fs.StringVar(&cfg.svg, "svg", "", "also draw the simulation as an SVG chart to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: faucet sim [flags]\n\nSimulates one client sending a steady load against a token bucket,\non a virtual clock, and reports what was admitted.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, simUsage, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "faucet sim: unexpected argument %q\n", fs.Arg(0))
