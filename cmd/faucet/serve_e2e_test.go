@@ -228,9 +228,16 @@ func TestServeProxyEndToEnd(t *testing.T) {
 		t.Errorf("reload metrics:\n%s", grepLines(metrics, "reloads"))
 	}
 
-	// Graceful shutdown: a request in flight completes, then exit 0.
+	// Graceful shutdown: a request in flight completes, then exit 0. The
+	// upstream holds the request until the shutdown has begun, so that it
+	// is in flight then however slowly this machine runs.
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
 		io.WriteString(w, "slow")
 	}))
 	defer slow.Close()
@@ -246,8 +253,14 @@ func TestServeProxyEndToEnd(t *testing.T) {
 		resp.Body.Close()
 		result <- string(b)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request did not reach the upstream in 30 s")
+	}
 	q.cmd.Process.Signal(syscall.SIGTERM)
+	q.waitFor(t, regexp.MustCompile(`shutting down`))
+	close(release)
 	if got := <-result; got != "slow" {
 		t.Errorf("request in flight at SIGTERM got %q, want it completed", got)
 	}
@@ -271,7 +284,10 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// Without --upstream: the check API, and the built-in rule (5 rps, burst 10).
+// Without --upstream: the check API, and the built-in rule (5 rps, burst
+// 10). The bucket refills a token every 200 ms while the checks run, so the
+// count admitted before the first denial is bounded by the time they took
+// rather than assumed to be exactly the burst.
 func TestServeCheckAPIEndToEnd(t *testing.T) {
 	p := startServe(t)
 	post := func(body string) (int, map[string]any) {
@@ -284,16 +300,24 @@ func TestServeCheckAPIEndToEnd(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode, out
 	}
-	for i := range 10 {
-		if code, out := post(`{"ip":"198.51.100.1","path":"/x"}`); code != 200 || out["allowed"] != true {
-			t.Fatalf("check %d: %d %v", i, code, out)
+	start := time.Now()
+	admitted := 0
+	var code int
+	var out map[string]any
+	for range 1000 {
+		if code, out = post(`{"ip":"198.51.100.1","path":"/x"}`); code != 200 || out["allowed"] != true {
+			break
 		}
+		admitted++
 	}
-	code, out := post(`{"ip":"198.51.100.1","path":"/x"}`)
+	most := 10 + int(5*time.Since(start).Seconds()) + 1
+	if admitted < 10 || admitted > most {
+		t.Errorf("admitted %d before the first denial, want the burst of 10 plus at most the refill, %d in all", admitted, most)
+	}
 	h, _ := out["headers"].(map[string]any)
 	if code != 200 || out["allowed"] != false || out["status"] != 429.0 || h["RateLimit-Policy"] != `"per-ip";q=10;w=2` ||
 		h["RateLimit"] != `"per-ip";r=0;t=1` || h["Retry-After"] != "1" {
-		t.Errorf("11th check: %d %v", code, out)
+		t.Errorf("first denied check: %d %v", code, out)
 	}
 	if code, _ := post(`{"ip":"not an ip"}`); code != 400 {
 		t.Errorf("bad check: %d, want 400", code)
