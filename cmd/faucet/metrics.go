@@ -11,24 +11,28 @@ import (
 )
 
 // metrics exports the limiter's counters, read at scrape time so that
-// requests pay nothing for them.
+// requests pay nothing for them, and serve's own.
 type metrics struct {
-	lim     *httplimit.Limiter
-	handler http.Handler
-	reloads *prometheus.CounterVec
-	lastOK  prometheus.Gauge
+	lim         *httplimit.Limiter // set by watch before the first scrape
+	handler     http.Handler
+	reloads     *prometheus.CounterVec
+	lastOK      prometheus.Gauge
+	storeErrors prometheus.Counter
 
 	decisions, live, evictions *prometheus.Desc
 }
 
-func newMetrics(lim *httplimit.Limiter) *metrics {
+func newMetrics() *metrics {
 	m := &metrics{
-		lim: lim,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_rules_reloads_total", Help: "Reloads of the rules file, by result (success, error).",
 		}, []string{"result"}),
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faucet_rules_last_reload_success_timestamp_seconds", Help: "When the rules in force were loaded.",
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "faucet_store_errors_total",
+			Help: "Calls to the bucket store that failed or timed out, all counted though repeats are logged once per 10 s; each rule's fail_mode, or the fallback, decided them.",
 		}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), failed_open and failed_closed (the store failed).",
@@ -40,10 +44,13 @@ func newMetrics(lim *httplimit.Limiter) *metrics {
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.reloads, m.lastOK, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m
 }
+
+// watch exports lim's counters; it is called once, before serving.
+func (m *metrics) watch(lim *httplimit.Limiter) { m.lim = lim }
 
 func (m *metrics) reloaded(ok bool) {
 	if ok {

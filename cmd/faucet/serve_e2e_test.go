@@ -55,18 +55,34 @@ func faucetBinary(t *testing.T) string {
 // proc is a running faucet serve.
 type proc struct {
 	cmd   *exec.Cmd
-	addr  string
+	addr  string // public listener
+	admin string // admin listener, if any
 	mu    sync.Mutex
 	lines []string
 	seen  chan string
 	done  chan error
 }
 
-var listening = regexp.MustCompile(`listening on http://(\S+) `)
+// The addresses in the "listening" line, in text or JSON.
+var (
+	listening = regexp.MustCompile(`msg"?[=:]"?listening\b`)
+	publicURL = regexp.MustCompile(`\burl"?[=:]"?http://([^\s"]+)`)
+	adminURL  = regexp.MustCompile(`\badmin_url"?[=:]"?http://([^\s"]+)`)
+)
 
+// submatch is re's first submatch in s, or "".
+func submatch(re *regexp.Regexp, s string) string {
+	if m := re.FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// startServe runs faucet serve with args, both listeners on free loopback
+// ports unless args say otherwise, and waits until it listens.
 func startServe(t *testing.T, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(faucetBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(faucetBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +107,8 @@ func startServe(t *testing.T, args ...string) *proc {
 			t.Logf("faucet serve log:\n%s", p.log())
 		}
 	})
-	m := p.waitFor(t, listening)
-	p.addr = m[1]
+	line := p.waitFor(t, listening)[0]
+	p.addr, p.admin = submatch(publicURL, line), submatch(adminURL, line)
 	return p
 }
 
@@ -102,7 +118,8 @@ func (p *proc) log() string {
 	return strings.Join(p.lines, "\n")
 }
 
-// waitFor waits for a log line matching re.
+// waitFor waits for a log line matching re and returns its submatches, the
+// whole line first.
 func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
@@ -110,7 +127,7 @@ func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
 		select {
 		case line := <-p.seen:
 			if m := re.FindStringSubmatch(line); m != nil {
-				return m
+				return append([]string{line}, m[1:]...)
 			}
 		case <-deadline:
 			t.Fatalf("no log line matching %q", re)
@@ -119,6 +136,8 @@ func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
 }
 
 func (p *proc) url(path string) string { return "http://" + p.addr + path }
+
+func (p *proc) adminURL(path string) string { return "http://" + p.admin + path }
 
 func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	t.Helper()
@@ -194,7 +213,7 @@ func TestServeProxyEndToEnd(t *testing.T) {
 	if upstreamHits.Load() != 5 {
 		t.Errorf("upstream saw %d requests, want the 5 allowed", upstreamHits.Load())
 	}
-	_, metrics := get(t, p.url("/metrics"))
+	_, metrics := get(t, p.adminURL("/metrics"))
 	for _, want := range []string{`faucet_decisions_total{result="allowed",rule="per-ip"} 5`,
 		`faucet_decisions_total{result="denied",rule="per-ip"} 1`, `faucet_live_keys{rule="per-ip"} 1`, `go_goroutines`} {
 		if !strings.Contains(metrics, want) {
@@ -205,25 +224,24 @@ func TestServeProxyEndToEnd(t *testing.T) {
 	// A file change reloads; the unchanged rule keeps its drained bucket.
 	writeRules(t, rules, strings.Replace(e2eRules, `}]}`, `},
 	  {"name":"per-path","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100}}]}`, 1))
-	p.waitFor(t, regexp.MustCompile(`reloaded 2 rules`))
+	p.waitFor(t, regexp.MustCompile(`reloaded rules.* rules=2`))
 	resp, _ = get(t, p.url("/items"))
 	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"per-ip";r=0;t=100, "per-path";r=100;t=0` {
 		t.Errorf("after reload: %d RateLimit=%q, want the kept, drained per-ip bucket", resp.StatusCode, resp.Header.Get("RateLimit"))
 	}
 	// A bad file is reported and the rules in force stay.
 	writeRules(t, rules, `{"rules":[{"name":"x","limit_keys":["ip:address"],"algorithm_config":{"rps":10,"burst":1}}]}`)
-	p.waitFor(t, regexp.MustCompile(`reload of .* failed, keeping the rules in force`))
-	p.waitFor(t, regexp.MustCompile(`burst: must be at least the rate`))
+	p.waitFor(t, regexp.MustCompile(`reload failed, keeping the rules in force.*burst: must be at least the rate`))
 	resp, _ = get(t, p.url("/items"))
 	if !strings.Contains(resp.Header.Get("RateLimit"), "per-path") {
 		t.Errorf("after a bad reload: RateLimit=%q, want the previous rules", resp.Header.Get("RateLimit"))
 	}
 	// SIGHUP reloads too.
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	p.waitFor(t, regexp.MustCompile(`reload of .* failed`))
+	p.waitFor(t, regexp.MustCompile(`reload failed`))
 	writeRules(t, rules, e2eRules)
-	p.waitFor(t, regexp.MustCompile(`reloaded 1 rules`))
-	_, metrics = get(t, p.url("/metrics"))
+	p.waitFor(t, regexp.MustCompile(`reloaded rules.* rules=1`))
+	_, metrics = get(t, p.adminURL("/metrics"))
 	if !strings.Contains(metrics, `faucet_rules_reloads_total{result="error"} 2`) || !strings.Contains(metrics, `faucet_rules_reloads_total{result="success"} 2`) {
 		t.Errorf("reload metrics:\n%s", grepLines(metrics, "reloads"))
 	}
@@ -366,5 +384,37 @@ func TestExampleRules(t *testing.T) {
 	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")
 	if code != 0 || out != "rules.example.json: 4 rules, valid\n" {
 		t.Errorf("exit %d: %q %q", code, out, errs)
+	}
+}
+
+// Metrics are on the admin listener only: scraping them must not compete
+// with clients, nor be open to them. On the public listener /metrics is a
+// path like any other: 404 for the check API, the upstream's with a proxy.
+func TestServeMetricsOnlyOnAdmin(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream %s", r.URL.Path)
+	}))
+	defer upstream.Close()
+	check := startServe(t, "--log-format", "json")
+	if resp, body := get(t, check.url("/metrics")); resp.StatusCode != 404 || strings.Contains(body, "faucet_") {
+		t.Errorf("public /metrics, check API: %d %.60q, want 404", resp.StatusCode, body)
+	}
+	if resp, body := get(t, check.adminURL("/metrics")); resp.StatusCode != 200 || !strings.Contains(body, "faucet_store_errors_total 0") {
+		t.Errorf("admin /metrics: %d %.60q, want the metrics", resp.StatusCode, body)
+	}
+	if resp, body := get(t, check.adminURL("/healthz")); resp.StatusCode != 200 || body != "ok\n" {
+		t.Errorf("admin /healthz: %d %q", resp.StatusCode, body)
+	}
+	for _, l := range strings.Split(check.log(), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("--log-format json wrote %q", l)
+		}
+	}
+	proxy := startServe(t, "--upstream", upstream.URL, "--admin-listen", "")
+	if resp, body := get(t, proxy.url("/metrics")); resp.StatusCode != 200 || body != "upstream /metrics" {
+		t.Errorf("public /metrics, proxy: %d %.60q, want the upstream's answer", resp.StatusCode, body)
+	}
+	if proxy.admin != "" {
+		t.Errorf("--admin-listen \"\" listens on %s", proxy.admin)
 	}
 }
