@@ -55,12 +55,15 @@ func faucetBinary(t *testing.T) string {
 // proc is a running faucet serve.
 type proc struct {
 	cmd   *exec.Cmd
-	addr  string // public listener
-	admin string // admin listener, if any
-	mu    sync.Mutex
-	lines []string
-	seen  chan string
-	done  chan error
+	addr  string        // public listener
+	admin string        // admin listener, if any
+	done  chan error    // its exit status, once
+	ended chan struct{} // closed when it has exited and every line is read
+
+	mu     sync.Mutex
+	lines  []string      // its log; guarded by mu
+	read   int           // lines[:read] were seen by waitFor; guarded by mu
+	logged chan struct{} // a line was added (capacity 1)
 }
 
 // The addresses in the "listening" line, in text or JSON.
@@ -82,7 +85,15 @@ func submatch(re *regexp.Regexp, s string) string {
 // ports unless args say otherwise, and waits until it listens.
 func startServe(t *testing.T, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(faucetBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...)...)
+	return startServeUnder(t, nil, args...)
+}
+
+// startServeUnder is startServe with the command run by wrapper (such as
+// a shell that lowers a limit first), if not nil.
+func startServeUnder(t *testing.T, wrapper []string, args ...string) *proc {
+	t.Helper()
+	argv := append(wrapper, faucetBinary(t), "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
+	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -90,16 +101,20 @@ func startServe(t *testing.T, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, seen: make(chan string, 100), done: make(chan error, 1)}
+	p := &proc{cmd: cmd, done: make(chan error, 1), ended: make(chan struct{}), logged: make(chan struct{}, 1)}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			p.mu.Lock()
 			p.lines = append(p.lines, sc.Text())
 			p.mu.Unlock()
-			p.seen <- sc.Text()
+			select {
+			case p.logged <- struct{}{}:
+			default:
+			}
 		}
 		p.done <- cmd.Wait()
+		close(p.ended)
 	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
@@ -118,19 +133,33 @@ func (p *proc) log() string {
 	return strings.Join(p.lines, "\n")
 }
 
-// waitFor waits for a log line matching re and returns its submatches, the
-// whole line first.
+// waitFor waits for a log line matching re, after those it has seen
+// already, and returns its submatches, the whole line first.
 func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		select {
-		case line := <-p.seen:
+		p.mu.Lock()
+		for p.read < len(p.lines) {
+			line := p.lines[p.read]
+			p.read++
 			if m := re.FindStringSubmatch(line); m != nil {
+				p.mu.Unlock()
 				return append([]string{line}, m[1:]...)
 			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.logged:
+		case <-p.ended:
+			p.mu.Lock()
+			unread := p.read < len(p.lines)
+			p.mu.Unlock()
+			if !unread {
+				t.Fatalf("faucet serve exited without a log line matching %q", re)
+			}
 		case <-deadline:
-			t.Fatalf("no log line matching %q", re)
+			t.Fatalf("no log line matching %q in 30 s", re)
 		}
 	}
 }
@@ -139,13 +168,16 @@ func (p *proc) url(path string) string { return "http://" + p.addr + path }
 
 func (p *proc) adminURL(path string) string { return "http://" + p.admin + path }
 
+// testClient bounds every request of the tests, a server that hangs included.
+var testClient = &http.Client{Timeout: 30 * time.Second}
+
 func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	t.Helper()
 	r, _ := http.NewRequest(http.MethodGet, url, nil)
 	for i := 0; i+1 < len(headers); i += 2 {
 		r.Header.Add(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(r)
+	resp, err := testClient.Do(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +294,7 @@ func TestServeProxyEndToEnd(t *testing.T) {
 	q := startServe(t, "--upstream", slow.URL)
 	result := make(chan string, 1)
 	go func() {
-		resp, err := http.Get(q.url("/"))
+		resp, err := testClient.Get(q.url("/"))
 		if err != nil {
 			result <- err.Error()
 			return
@@ -309,7 +341,7 @@ func grepLines(s, sub string) string {
 func TestServeCheckAPIEndToEnd(t *testing.T) {
 	p := startServe(t)
 	post := func(body string) (int, map[string]any) {
-		resp, err := http.Post(p.url("/v1/check"), "application/json", strings.NewReader(body))
+		resp, err := testClient.Post(p.url("/v1/check"), "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

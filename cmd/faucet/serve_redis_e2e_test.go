@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +57,7 @@ func startRedisServer(t *testing.T) string {
 // checkVia posts one check for ip to p's check API and returns the decision.
 func checkVia(t *testing.T, p *proc, ip string) httplimit.CheckResponse {
 	t.Helper()
-	resp, err := http.Post(p.url("/v1/check"), "application/json", strings.NewReader(`{"ip":"`+ip+`","path":"/x"}`))
+	resp, err := testClient.Post(p.url("/v1/check"), "application/json", strings.NewReader(`{"ip":"`+ip+`","path":"/x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
