@@ -13,11 +13,13 @@ import (
 // metrics exports the limiter's counters, read at scrape time so that
 // requests pay nothing for them, and serve's own.
 type metrics struct {
-	lim         *httplimit.Limiter // set by watch before the first scrape
-	handler     http.Handler
-	reloads     *prometheus.CounterVec
-	lastOK      prometheus.Gauge
-	storeErrors prometheus.Counter
+	lim            *httplimit.Limiter // set by watch before the first scrape
+	reg            *prometheus.Registry
+	handler        http.Handler
+	reloads        *prometheus.CounterVec
+	lastOK         prometheus.Gauge
+	storeErrors    prometheus.Counter
+	upstreamErrors *prometheus.CounterVec
 
 	decisions, live, evictions *prometheus.Desc
 }
@@ -34,6 +36,10 @@ func newMetrics() *metrics {
 			Name: "faucet_store_errors_total",
 			Help: "Calls to the bucket store that failed or timed out, all counted though repeats are logged once per 10 s; each rule's fail_mode, or the fallback, decided them.",
 		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_upstream_errors_total",
+			Help: "Proxied requests the upstream failed, by the status answered: 504 (no answer within --upstream-timeout), 502 (any other failure).",
+		}, []string{"status"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
@@ -43,9 +49,12 @@ func newMetrics() *metrics {
 	m.lastOK.Set(float64(time.Now().Unix()))
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	m.upstreamErrors.WithLabelValues("502")
+	m.upstreamErrors.WithLabelValues("504")
+	m.reg = prometheus.NewRegistry()
+	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }
 

@@ -40,6 +40,7 @@ type serveConfig struct {
 	adminListen     string
 	logFormat       string
 	validate        bool
+	http            httpFlags
 	redis           redisFlags
 }
 
@@ -69,6 +70,13 @@ and exits with status 2. Logs go to stderr; an error that repeats (a store
 that is down, an upstream that fails) is logged once, then at most once
 every 10 s with the number of repeats left out.
 
+No client holds a connection for long: a request's header must arrive
+within --read-header-timeout, the whole request within --read-timeout, its
+response within --write-timeout; a keep-alive connection closes after
+--idle-timeout without a request. An upstream that does not answer within
+--upstream-timeout gets 504, any other upstream failure 502, each with an
+application/problem+json body.
+
 Buckets live in this process unless --redis names a Redis server (or the
 seeds of a Redis Cluster): then every instance started with the same --redis,
 --redis-prefix and rules shares each rule's buckets, and together they admit
@@ -97,6 +105,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.metricsPath, "metrics-path", defaultMetricsPath, "path of the Prometheus metrics on the admin listener (empty: none)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log lines on stderr as text (key=value) or json")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	cfg.http.register(fs)
 	cfg.redis.register(fs)
 }
 
@@ -190,6 +199,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", cfg.logFormat))
 	}
+	problems = append(problems, cfg.http.problems(cfg.upstream != "")...)
 	problems = append(problems, cfg.redis.problems()...)
 	return opts, problems
 }
@@ -353,7 +363,7 @@ func (s *server) listen() ([]*listener, error) {
 			}
 			return nil, err
 		}
-		srv := &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: s.errorLog(l.name + " http")}
+		srv := s.newHTTPServer(l.name, l.handler)
 		out = append(out, &listener{name: l.name, srv: srv, ln: ln})
 	}
 	return out, nil
