@@ -61,6 +61,25 @@ func newMetrics() *metrics {
 // watch exports lim's counters; it is called once, before serving.
 func (m *metrics) watch(lim *httplimit.Limiter) { m.lim = lim }
 
+// watchConns exports the connection counts of listener name; it is called
+// once per listener, before serving.
+func (m *metrics) watchConns(name string, c *connCap) {
+	labels := prometheus.Labels{"listener": name}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "faucet_connections_open", Help: "Client connections open, by listener.", ConstLabels: labels,
+		}, func() float64 { open, _, _ := c.Stats(); return float64(open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "faucet_connections_evicted_total", ConstLabels: labels,
+			Help: "Quiet connections (idle, or silent since they connected) closed to make room for a new one at --max-conns, by listener.",
+		}, func() float64 { _, evicted, _ := c.Stats(); return float64(evicted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "faucet_connections_rejected_total", ConstLabels: labels,
+			Help: "New connections closed unserved at --max-conns, every connection busy for --read-header-timeout, by listener.",
+		}, func() float64 { _, _, rejected := c.Stats(); return float64(rejected) }),
+	)
+}
+
 func (m *metrics) reloaded(ok bool) {
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()

@@ -73,7 +73,8 @@ every 10 s with the number of repeats left out.
 No client holds a connection for long: a request's header must arrive
 within --read-header-timeout, the whole request within --read-timeout, its
 response within --write-timeout; a keep-alive connection closes after
---idle-timeout without a request. An upstream that does not answer within
+--idle-timeout without a request. At --max-conns connections a new client
+takes the place of one that is idle. An upstream that does not answer within
 --upstream-timeout gets 504, any other upstream failure 502, each with an
 application/problem+json body.
 
@@ -364,6 +365,16 @@ func (s *server) listen() ([]*listener, error) {
 			return nil, err
 		}
 		srv := s.newHTTPServer(l.name, l.handler)
+		maxConns := s.cfg.http.maxConns
+		if l.name == "admin" {
+			maxConns = adminMaxConns
+		}
+		if maxConns > 0 {
+			c := newConnCap(ln, maxConns, s.cfg.http.readHeaderTimeout)
+			srv.ConnState = c.ConnState
+			s.metrics.watchConns(l.name, c)
+			ln = c
+		}
 		out = append(out, &listener{name: l.name, srv: srv, ln: ln})
 	}
 	return out, nil

@@ -15,6 +15,40 @@ import (
 	"time"
 )
 
+// keepAlive opens a connection to addr, makes one request on it and leaves
+// it open and idle, as a keep-alive client does between requests.
+func keepAlive(t *testing.T, addr string, i int) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatalf("connection %d: %v", i, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: faucet\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("request on connection %d: %v", i, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	c.SetDeadline(time.Time{})
+	return c
+}
+
+// getFresh makes a request on a connection of its own, as a new client.
+func getFresh(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("a new client: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
 // metric reads one sample from p's metrics, -1 if there is none.
 func metric(t *testing.T, p *proc, sample string) float64 {
 	t.Helper()
@@ -25,6 +59,34 @@ func metric(t *testing.T, p *proc, sample string) float64 {
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	return v
+}
+
+// Idle keep-alive connections at the cap do not lock a new client out: it
+// takes the place of the one idle longest.
+func TestServeIdleFloodDoesNotLockOut(t *testing.T) {
+	p := startServe(t, "--max-conns", "50")
+	for i := range 60 {
+		keepAlive(t, p.addr, i)
+	}
+	if resp, body := getFresh(t, p.url("/healthz")); resp.StatusCode != 200 || body != "ok\n" {
+		t.Errorf("a new client after 60 idle connections at --max-conns 50: %d %q", resp.StatusCode, body)
+	}
+	if n := metric(t, p, `faucet_connections_evicted_total{listener="public"}`); n != 11 {
+		t.Errorf("evicted %v connections, want 11: the 10 over the cap, and one for the new client", n)
+	}
+}
+
+// The default cap follows the process's open-file limit. Without it, 200
+// idle connections against 128 descriptors used them all up, and every new
+// connection then waited, unaccepted, for one to close.
+func TestServeIdleFloodAtTheOpenFileLimit(t *testing.T) {
+	p := startServeUnder(t, []string{"sh", "-c", `ulimit -n 128 && exec "$@"`, "sh"})
+	for i := range 200 {
+		keepAlive(t, p.addr, i)
+	}
+	if resp, body := getFresh(t, p.url("/healthz")); resp.StatusCode != 200 || body != "ok\n" {
+		t.Errorf("a new client after 200 idle connections, 128 descriptors: %d %q", resp.StatusCode, body)
+	}
 }
 
 // A client that sends its body slowly is cut at --read-timeout, and a proxy
@@ -142,10 +204,17 @@ func TestServeHTTPFlagErrors(t *testing.T) {
 		{[]string{"--upstream-timeout", "5s"}, "--upstream-timeout: only means something with --upstream"},
 		{[]string{"--upstream", "http://u", "--upstream-timeout", "60s"}, "--upstream-timeout: must be below --write-timeout (1m0s)"},
 		{[]string{"--max-header-bytes", "100"}, "--max-header-bytes: must be from 1024 to 1048576, got 100"},
+		{[]string{"--max-conns", "-1"}, "--max-conns: must be 0 (unbounded) or from 1 to"},
 	} {
 		code, _, errs := runArgs(append([]string{"serve", "--validate"}, tt.args...)...)
 		if code != 2 || !strings.Contains(errs, tt.msg) {
 			t.Errorf("faucet serve %q: exit %d, %q; want exit 2 and %q", tt.args, code, errs, tt.msg)
+		}
+	}
+	if n, ok := openFileLimit(); ok {
+		want := fmt.Sprintf("--max-conns: must be 0 (unbounded) or from 1 to %d, the open-file limit, got %d", n, n+1)
+		if code, _, errs := runArgs("serve", "--validate", "--max-conns", fmt.Sprint(n+1)); code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("--max-conns above the limit: exit %d, %q; want %q", code, errs, want)
 		}
 	}
 }
