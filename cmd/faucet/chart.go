@@ -16,7 +16,7 @@ import (
 // request (top) and the requests admitted and denied per interval (bottom).
 func drawChart(cfg simConfig, res simResult, path string) error {
 	tokens := plot.New()
-	tokens.Title.Text = fmt.Sprintf("rate %g/s, burst %g, load %g/s", cfg.rate, cfg.burst, cfg.load)
+	tokens.Title.Text = fmt.Sprintf("rate %g/s, burst %g, load %s", cfg.rate, cfg.burst, cfg.loadText)
 	tokens.X.Label.Text = "time (s)"
 	tokens.Y.Label.Text = "tokens after request"
 	tokens.Y.Min = 0

@@ -18,6 +18,7 @@ type simConfig struct {
 	rate     float64
 	burst    float64
 	load     float64 // requests per second, evenly spaced
+	loadText string  // the load as given, such as 500/m
 	cost     float64
 	duration time.Duration
 	interval time.Duration
@@ -71,13 +72,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
-	if cfg.load, err = parseLoad(load); err != nil {
+	if cfg.load, cfg.loadText, err = parseLoad(load); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: --load: %v\n", err)
 		return 2
 	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
 		return 2
+	}
+	for _, w := range cfg.warnings() {
+		fmt.Fprintf(stderr, "faucet sim: warning: %s\n", w)
 	}
 	res, err := simulate(cfg)
 	if err != nil {
@@ -112,16 +116,33 @@ func (c simConfig) check() error {
 	return nil
 }
 
+// warnings lists settings that are legal but probably not what was meant.
+func (c simConfig) warnings() []string {
+	var out []string
+	if c.cost > c.burst {
+		out = append(out, fmt.Sprintf("--cost %g is above --burst %g: the bucket never holds that many tokens, so every request will be denied", c.cost, c.burst))
+	}
+	if c.burst < c.rate {
+		fill := time.Duration(c.burst / c.rate * float64(time.Second)).Round(time.Millisecond)
+		out = append(out, fmt.Sprintf("--burst %g is below --rate %g: legal but unusual; the bucket is full after %v of refill, "+
+			"so a client that pauses longer loses refill and gets less than the rate (faucet serve's rules require a burst of at least the rate)",
+			c.burst, c.rate, fill))
+	}
+	return out
+}
+
 // parseLoad reads "N/unit" (60/s, 500/m, 3/250ms, 2/h) or a bare number of
-// requests per second.
-func parseLoad(s string) (float64, error) {
-	num, unit, found := strings.Cut(strings.TrimSpace(s), "/")
+// requests per second, and returns requests per second and the load as
+// the report shows it.
+func parseLoad(s string) (float64, string, error) {
+	s = strings.TrimSpace(s)
+	num, unit, found := strings.Cut(s, "/")
 	n, err := strconv.ParseFloat(num, 64)
 	if err != nil || !(n > 0) || n > 1e9 {
-		return 0, fmt.Errorf("want a positive count of requests such as 60/s, got %q", s)
+		return 0, "", fmt.Errorf("want a positive count of requests such as 60/s, got %q", s)
 	}
 	if !found {
-		return n, nil
+		return n, num + "/s", nil
 	}
 	var per time.Duration
 	switch unit {
@@ -133,10 +154,10 @@ func parseLoad(s string) (float64, error) {
 		per = time.Hour
 	default:
 		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
-			return 0, fmt.Errorf("want a unit s, m, h or a duration such as 250ms after '/', got %q", unit)
+			return 0, "", fmt.Errorf("want a unit s, m, h or a duration such as 250ms after '/', got %q", unit)
 		}
 	}
-	return n / per.Seconds(), nil
+	return n / per.Seconds(), s, nil
 }
 
 // simulate runs the load against one key on a virtual clock.
@@ -179,8 +200,8 @@ func simulate(cfg simConfig) (simResult, error) {
 }
 
 func report(w io.Writer, cfg simConfig, res simResult) {
-	fmt.Fprintf(w, "rate %g/s, burst %g, load %g/s (cost %g), %v in steps of %v\n\n",
-		cfg.rate, cfg.burst, cfg.load, cfg.cost, cfg.duration, cfg.interval)
+	fmt.Fprintf(w, "rate %g/s, burst %g, load %s (cost %g), %v in steps of %v\n\n",
+		cfg.rate, cfg.burst, cfg.loadText, cfg.cost, cfg.duration, cfg.interval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens at end\t")
 	var sent, admitted, denied int
