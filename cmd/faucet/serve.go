@@ -382,6 +382,12 @@ func (s *server) listen() ([]*listener, error) {
 
 // run serves until SIGINT or SIGTERM and returns the exit code.
 func (s *server) run() int {
+	// Signals are caught before anything is served: a SIGTERM that comes
+	// as soon as the listening line is out must shut down gracefully, not
+	// kill the process with a request in flight.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	lns, err := s.listen()
 	if err != nil {
 		s.log.Error("cannot listen", "err", err)
@@ -405,9 +411,6 @@ func (s *server) run() int {
 		go func() { served <- l.srv.Serve(l.ln) }()
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	var tick <-chan time.Time
 	if s.cfg.rules != "" && s.cfg.watch > 0 {
 		t := time.NewTicker(s.cfg.watch)
