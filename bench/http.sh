@@ -28,8 +28,8 @@ JSON
 up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484
 "$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
 "$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
-"$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 2> /dev/null & pids+=($!); pid_faucet=$!
-"$tmp/faucet" serve --listen $fd --upstream http://$up 2> /dev/null & pids+=($!); pid_deny=$!
+"$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
+"$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
 for a in $up $px $fa $fd; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -12,66 +14,33 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// drawChart writes an SVG of the simulation: the tokens left after each
-// request (top) and the requests admitted and denied per interval (bottom).
+// chart is a simulation drawn as two panels over one time axis, in
+// seconds from 0 to the end of the simulation: the tokens left after each
+// request (top), and the requests admitted and denied in each interval
+// (bottom), as bars that span their interval, so that a moment lines up
+// in both.
+type chart struct {
+	tokens, counts   *plot.Plot
+	admitted, denied *plotter.Histogram
+	maxCount         float64 // the tallest bar
+}
+
+// Chart geometry: the page, the space between bars, and between the
+// legend and the bars beneath it.
+const (
+	chartWidth, chartHeight = 8 * vg.Inch, 6 * vg.Inch
+	barGap                  = 0.1 // of an interval, on each side of its pair of bars
+	legendMargin            = vg.Length(4)
+)
+
+// drawChart writes an SVG of the simulation to path.
 func drawChart(cfg simConfig, res simResult, path string) error {
-	tokens := plot.New()
-	tokens.Title.Text = fmt.Sprintf("rate %g/s, burst %g, load %g/s", cfg.rate, cfg.burst, cfg.load)
-	tokens.X.Label.Text = "time (s)"
-	tokens.Y.Label.Text = "tokens after request"
-	tokens.Y.Min = 0
-	tokens.Y.Max = cfg.burst
-	pts := make(plotter.XYs, len(res.samples))
-	for i, s := range res.samples {
-		pts[i] = plotter.XY{X: s.at.Seconds(), Y: s.tokens}
-	}
-	line, err := plotter.NewLine(pts)
+	c, err := newChart(cfg, res)
 	if err != nil {
 		return err
 	}
-	line.Color = admitColor
-	tokens.Add(line, plotter.NewGrid())
-
-	counts := plot.New()
-	counts.X.Label.Text = fmt.Sprintf("interval (%v each)", cfg.interval)
-	counts.Y.Label.Text = "requests"
-	admitted := make(plotter.Values, len(res.intervals))
-	denied := make(plotter.Values, len(res.intervals))
-	names := make([]string, len(res.intervals))
-	for i, r := range res.intervals {
-		admitted[i], denied[i] = float64(r.admitted), float64(r.denied)
-		names[i] = r.start.String()
-	}
-	width := vg.Points(max(2, 300/float64(len(res.intervals)+1)))
-	ok, err := plotter.NewBarChart(admitted, width)
-	if err != nil {
-		return err
-	}
-	ok.Color = admitColor
-	ok.Offset = -width / 2
-	no, err := plotter.NewBarChart(denied, width)
-	if err != nil {
-		return err
-	}
-	no.Offset = width / 2
-	no.Color = denyColor
-	counts.Add(ok, no)
-	counts.Legend.Add("admitted", ok)
-	counts.Legend.Add("denied", no)
-	counts.Legend.Top = true
-	counts.Legend.Left = true
-	counts.Legend.XOffs = vg.Points(40)
-	if len(names) <= 20 {
-		counts.NominalX(names...)
-	}
-
-	const w, h = 8 * vg.Inch, 6 * vg.Inch
-	canvas := vgsvg.New(w, h)
-	dc := draw.New(canvas)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadX: vg.Points(6), PadY: vg.Points(12)}
-	cells := plot.Align([][]*plot.Plot{{tokens}, {counts}}, tiles, dc)
-	tokens.Draw(cells[0][0])
-	counts.Draw(cells[1][0])
+	canvas := vgsvg.New(chartWidth, chartHeight)
+	c.draw(draw.New(canvas))
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -81,6 +50,124 @@ func drawChart(cfg simConfig, res simResult, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+func newChart(cfg simConfig, res simResult) (*chart, error) {
+	end := cfg.duration.Seconds()
+	c := &chart{tokens: plot.New(), counts: plot.New()}
+
+	c.tokens.Title.Text = fmt.Sprintf("rate %g/s, burst %g, load %s", cfg.rate, cfg.burst, cfg.loadText)
+	c.tokens.Y.Label.Text = "tokens after request"
+	pts := make(plotter.XYs, len(res.samples))
+	for i, s := range res.samples {
+		pts[i] = plotter.XY{X: s.at.Seconds(), Y: s.tokens}
+	}
+	line, err := plotter.NewLine(pts)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = admitColor
+	c.tokens.Add(plotter.NewGrid(), line)
+	c.tokens.Y.Min, c.tokens.Y.Max = 0, cfg.burst
+
+	c.counts.X.Label.Text = "time (s)"
+	c.counts.Y.Label.Text = fmt.Sprintf("requests per %v", cfg.interval)
+	c.admitted = &plotter.Histogram{FillColor: admitColor}
+	c.denied = &plotter.Histogram{FillColor: denyColor}
+	for _, r := range res.intervals {
+		from, to := r.start.Seconds(), r.end.Seconds()
+		gap := (to - from) * barGap
+		mid := (from + to) / 2
+		c.admitted.Bins = append(c.admitted.Bins, plotter.HistogramBin{Min: from + gap, Max: mid, Weight: float64(r.admitted)})
+		c.denied.Bins = append(c.denied.Bins, plotter.HistogramBin{Min: mid, Max: to - gap, Weight: float64(r.denied)})
+		c.maxCount = max(c.maxCount, float64(r.admitted), float64(r.denied))
+	}
+	c.counts.Add(c.admitted, c.denied)
+	c.counts.Legend.Add("admitted", c.admitted)
+	c.counts.Legend.Add("denied", c.denied)
+	c.counts.Legend.Top = true
+	c.counts.Y.Min, c.counts.Y.Max = 0, max(1, c.maxCount)
+
+	var xTicks plot.Ticker = plainTicks{}
+	if len(res.intervals) <= maxIntervalTicks {
+		xTicks = intervalTicks(res.intervals)
+	}
+	for _, p := range []*plot.Plot{c.tokens, c.counts} {
+		p.X.Min, p.X.Max = 0, end
+		p.X.Tick.Marker = xTicks
+		p.Y.Tick.Marker = plainTicks{}
+	}
+	return c, nil
+}
+
+// maxIntervalTicks is the most intervals whose bounds are all labelled on
+// the time axis; with more, the labels would run into each other.
+const maxIntervalTicks = 12
+
+// intervalTicks labels the time axis at the bounds of the intervals, in
+// seconds, so that each pair of bars sits between two labels.
+func intervalTicks(intervals []simInterval) plot.ConstantTicks {
+	ticks := plot.ConstantTicks{{Value: 0, Label: "0"}}
+	for _, r := range intervals {
+		ticks = append(ticks, plot.Tick{Value: r.end.Seconds(), Label: strconv.FormatFloat(r.end.Seconds(), 'g', -1, 64)})
+	}
+	return ticks
+}
+
+// layout places both panels on dc with their time axes aligned, leaving
+// room above the tallest bar for the legend, and returns their cells.
+func (c *chart) layout(dc draw.Canvas) [2]draw.Canvas {
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6), PadX: vg.Points(6), PadY: vg.Points(12), PadRight: vg.Points(12)}
+	align := func() [2]draw.Canvas {
+		cells := plot.Align([][]*plot.Plot{{c.tokens}, {c.counts}}, tiles, dc)
+		return [2]draw.Canvas{cells[0][0], cells[1][0]}
+	}
+	cells := align()
+	// The legend is drawn in the top right corner of the panel: raise the
+	// Y axis until the tallest bar ends below it. The new range may change
+	// the tick labels and so the panel's size: align again and check.
+	for range 3 {
+		data := c.counts.DataCanvas(cells[1])
+		room := c.legendBottom(cells[1]) - legendMargin - data.Min.Y
+		h := data.Max.Y - data.Min.Y
+		need := max(1, c.maxCount) * float64(h/room)
+		if room < h/4 || need <= c.counts.Y.Max {
+			break
+		}
+		c.counts.Y.Max = need
+		cells = align()
+	}
+	// Its right edge is the cell's; pull it in to end with the axis.
+	c.counts.Legend.XOffs = c.counts.DataCanvas(cells[1]).Max.X - cells[1].Max.X
+	return cells
+}
+
+// legendBottom is the lowest point of the bottom panel's legend, drawn in
+// cell.
+func (c *chart) legendBottom(cell draw.Canvas) vg.Length {
+	l := c.counts.Legend
+	r := l.Rectangle(cell)
+	return cell.Max.Y - r.Size().Y - l.TextStyle.FontExtents().Descent
+}
+
+func (c *chart) draw(dc draw.Canvas) {
+	cells := c.layout(dc)
+	c.tokens.Draw(cells[0])
+	c.counts.Draw(cells[1])
+}
+
+// plainTicks are plot.DefaultTicks labelled without trailing zeros: 50,
+// not 50.00.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i, t := range ticks {
+		if strings.Contains(t.Label, ".") && !strings.ContainsAny(t.Label, "eE") {
+			ticks[i].Label = strings.TrimSuffix(strings.TrimRight(t.Label, "0"), ".")
+		}
+	}
+	return ticks
 }
 
 var (

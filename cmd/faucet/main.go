@@ -2,6 +2,7 @@
 //
 //	faucet serve [--rules FILE] [--upstream URL] [--listen ADDR] [--redis ADDR]
 //	faucet sim --rate 10 --burst 50 --load 60/s --duration 5s [--svg FILE]
+//	faucet version
 //
 // serve enforces rate-limit rules on HTTP requests, as a reverse proxy in
 // front of an upstream or as a JSON check API (faucet serve --help); with
@@ -13,6 +14,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,10 +24,11 @@ import (
 const usage = `usage: faucet <command> [flags]
 
 commands:
-  serve  enforce rate-limit rules on HTTP: reverse proxy or check API
-         (faucet serve --help for its flags)
-  sim    simulate a client against a limit on a virtual clock
-         (faucet sim --help for its flags)
+  serve    enforce rate-limit rules on HTTP: reverse proxy or check API
+           (faucet serve --help for its flags)
+  sim      simulate a client against a limit on a virtual clock
+           (faucet sim --help for its flags)
+  version  print the version and the revision it was built from
 `
 
 func main() {
@@ -46,8 +50,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, buildVersion())
+		return 0
 	default:
 		fmt.Fprintf(stderr, "faucet: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// parseFlags parses a command's flags. Asking for help is not a mistake:
+// -h and --help print the usage to stdout and the command exits 0, where a
+// bad flag prints the error and the usage to stderr and exits 2. The
+// command goes on if ok; otherwise it returns code.
+func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, once the stream is known
+	err := fs.Parse(args)
+	if err == nil {
+		return 0, true
+	}
+	w, code := stderr, 2
+	if errors.Is(err, flag.ErrHelp) {
+		w, code = stdout, 0
+	}
+	fs.SetOutput(w)
+	fmt.Fprint(w, usage)
+	fs.PrintDefaults()
+	return code, false
 }

@@ -11,25 +11,35 @@ import (
 )
 
 // metrics exports the limiter's counters, read at scrape time so that
-// requests pay nothing for them.
+// requests pay nothing for them, and serve's own.
 type metrics struct {
-	lim     *httplimit.Limiter
-	handler http.Handler
-	reloads *prometheus.CounterVec
-	lastOK  prometheus.Gauge
+	lim            *httplimit.Limiter // set by watch before the first scrape
+	reg            *prometheus.Registry
+	handler        http.Handler
+	reloads        *prometheus.CounterVec
+	lastOK         prometheus.Gauge
+	storeErrors    prometheus.Counter
+	upstreamErrors *prometheus.CounterVec
 
 	decisions, live, evictions, jwtRejected *prometheus.Desc
 }
 
-func newMetrics(lim *httplimit.Limiter) *metrics {
+func newMetrics() *metrics {
 	m := &metrics{
-		lim: lim,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_rules_reloads_total", Help: "Reloads of the rules file, by result (success, error).",
 		}, []string{"result"}),
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faucet_rules_last_reload_success_timestamp_seconds", Help: "When the rules in force were loaded.",
 		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "faucet_store_errors_total",
+			Help: "Calls to the bucket store that failed or timed out, all counted though repeats are logged once per 10 s; each rule's fail_mode, or the fallback, decided them.",
+		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_upstream_errors_total",
+			Help: "Proxied requests the upstream failed, by the status answered: 504 (no answer within --upstream-timeout), 502 (any other failure).",
+		}, []string{"status"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
@@ -42,10 +52,35 @@ func newMetrics(lim *httplimit.Limiter) *metrics {
 	m.lastOK.Set(float64(time.Now().Unix()))
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.reloads, m.lastOK, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	m.upstreamErrors.WithLabelValues("502")
+	m.upstreamErrors.WithLabelValues("504")
+	m.reg = prometheus.NewRegistry()
+	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// watch exports lim's counters; it is called once, before serving.
+func (m *metrics) watch(lim *httplimit.Limiter) { m.lim = lim }
+
+// watchConns exports the connection counts of listener name; it is called
+// once per listener, before serving.
+func (m *metrics) watchConns(name string, c *connCap) {
+	labels := prometheus.Labels{"listener": name}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "faucet_connections_open", Help: "Client connections open, by listener.", ConstLabels: labels,
+		}, func() float64 { open, _, _ := c.Stats(); return float64(open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "faucet_connections_evicted_total", ConstLabels: labels,
+			Help: "Quiet connections (idle, or silent since they connected) closed to make room for a new one at --max-conns, by listener.",
+		}, func() float64 { _, evicted, _ := c.Stats(); return float64(evicted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "faucet_connections_rejected_total", ConstLabels: labels,
+			Help: "New connections closed unserved at --max-conns, every connection busy for --read-header-timeout, by listener.",
+		}, func() float64 { _, _, rejected := c.Stats(); return float64(rejected) }),
+	)
 }
 
 func (m *metrics) reloaded(ok bool) {

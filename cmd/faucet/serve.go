@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"os"
@@ -37,10 +37,18 @@ type serveConfig struct {
 	watch           time.Duration
 	shutdownTimeout time.Duration
 	metricsPath     string
+	adminListen     string
+	logFormat       string
 	validate        bool
+	http            httpFlags
 	redis           redisFlags
 	jwt             jwtFlags
 }
+
+const (
+	defaultAdminListen = "127.0.0.1:9090"
+	defaultMetricsPath = "/metrics"
+)
 
 // defaultRules apply when no rules file is given: 5 requests per second per
 // client address, bursts of 10.
@@ -53,10 +61,23 @@ client address, bursts of 10) on HTTP requests:
   with --upstream, as a reverse proxy in front of URL;
   without it, as a check API: POST /v1/check with a JSON description of a
   request gets the decision and the headers to send.
-GET /healthz answers "ok" (never limited, never proxied); GET /metrics serves
-Prometheus metrics. SIGHUP, or a change to FILE, reloads the rules; buckets of
-unchanged rules are kept. SIGINT or SIGTERM shuts down gracefully. A bad rules
-file is reported in full and exits with status 2.
+GET /healthz answers "ok" (never limited, never proxied). Prometheus metrics
+are served on a separate admin listener (--admin-listen, loopback by default)
+with its own /healthz, never on the public one: there a request for
+/metrics is proxied like any other with --upstream, and 404 without. SIGHUP,
+or a change to FILE, reloads the rules; buckets of unchanged rules are kept.
+SIGINT or SIGTERM shuts down gracefully. A bad rules file is reported in full
+and exits with status 2. Logs go to stderr; an error that repeats (a store
+that is down, an upstream that fails) is logged once, then at most once
+every 10 s with the number of repeats left out.
+
+No client holds a connection for long: a request's header must arrive
+within --read-header-timeout, the whole request within --read-timeout, its
+response within --write-timeout; a keep-alive connection closes after
+--idle-timeout without a request. At --max-conns connections a new client
+takes the place of one that is idle. An upstream that does not answer within
+--upstream-timeout gets 504, any other upstream failure 502, each with an
+application/problem+json body.
 
 Buckets live in this process unless --redis names a Redis server (or the
 seeds of a Redis Cluster): then every instance started with the same --redis,
@@ -90,23 +111,21 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Uint64Var(&cfg.jitterSeed, "jitter-seed", 0, "seed of the Retry-After jitter; share it between instances")
 	fs.DurationVar(&cfg.watch, "watch", 2*time.Second, "how often to check the rules file for changes (0: only on SIGHUP)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
-	fs.StringVar(&cfg.metricsPath, "metrics-path", "/metrics", "path of the Prometheus metrics (empty: none)")
+	fs.StringVar(&cfg.adminListen, "admin-listen", defaultAdminListen, "listen `ADDR`ess for /healthz and the metrics, kept off the public listener (empty: none)")
+	fs.StringVar(&cfg.metricsPath, "metrics-path", defaultMetricsPath, "path of the Prometheus metrics on the admin listener (empty: none)")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "log lines on stderr as text (key=value) or json")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	cfg.http.register(fs)
 	cfg.redis.register(fs)
 	cfg.jwt.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faucet serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cfg serveConfig
 	serveFlags(fs, &cfg)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, serveUsage, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "faucet serve: unexpected arguments %q\n", fs.Args())
@@ -121,7 +140,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faucet serve: %s\n", strings.Join(problems, "\n"))
 		return 2
 	}
-	stopJWT, err := cfg.startJWT(&opts, rules, stderr)
+	logger := newLogger(cfg.logFormat, stderr)
+	stopJWT, err := cfg.startJWT(&opts, rules, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "faucet serve: %v\n", err)
 		return 2
@@ -131,13 +151,20 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
 		return 0
 	}
-	logger := log.New(stderr, "faucet serve: ", log.LstdFlags)
 	s, err := newServer(&cfg, opts, rules, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "faucet serve: %v\n", err)
-		return 2
+		logger.Error("cannot start", "err", err)
+		return 1
 	}
 	return s.run()
+}
+
+// newLogger writes serve's log lines to w in format "text" or "json".
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 // options turns the flags into httplimit.Options, listing every problem.
@@ -178,9 +205,18 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	if cfg.watch < 0 {
 		problems = append(problems, "--watch: must not be negative")
 	}
-	if cfg.metricsPath != "" && !strings.HasPrefix(cfg.metricsPath, "/") {
-		problems = append(problems, "--metrics-path: must start with /")
+	switch {
+	case cfg.metricsPath != "" && !strings.HasPrefix(cfg.metricsPath, "/"):
+		problems = append(problems, fmt.Sprintf("--metrics-path: must start with /, got %q", cfg.metricsPath))
+	case cfg.metricsPath == "/healthz":
+		problems = append(problems, "--metrics-path: /healthz is the health check's")
+	case cfg.adminListen == "" && cfg.metricsPath != defaultMetricsPath:
+		problems = append(problems, "--metrics-path: only means something with --admin-listen")
 	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", cfg.logFormat))
+	}
+	problems = append(problems, cfg.http.problems(cfg.upstream != "")...)
 	problems = append(problems, cfg.redis.problems()...)
 	problems = append(problems, cfg.jwt.problems()...)
 	return opts, problems
@@ -214,25 +250,44 @@ type server struct {
 	cfg        *serveConfig
 	lim        *httplimit.Limiter
 	closeStore func() error
-	log        *log.Logger
+	log        *slog.Logger
 	metrics    *metrics
-	handler    http.Handler
+	public     http.Handler // the limiter: proxy or check API, and /healthz
+	admin      http.Handler // /healthz and the metrics
+
+	throttlesMu sync.Mutex
+	throttles   []*throttledHandler // flushed on shutdown; guarded by throttlesMu
 
 	reloadMu sync.Mutex // serialises reloads
 	fileSum  [32]byte   // of the rules file last read; guarded by reloadMu
 	readErr  string     // the last error reading it, reported once; guarded by reloadMu
 }
 
-func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule, logger *log.Logger) (*server, error) {
-	store, closeStore, err := newStore(cfg, logger)
-	if err != nil {
-		return nil, err
+// repeatInterval is the most often an error that repeats is logged.
+const repeatInterval = 10 * time.Second
+
+// newServer builds the server the flags describe. opts.Store, if set, is
+// used instead of the store of the flags, and not closed (tests pass one).
+func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule, logger *slog.Logger) (*server, error) {
+	s := &server{cfg: cfg, log: logger, metrics: newMetrics(), closeStore: func() error { return nil }}
+	storeLog := s.throttled("store")
+	if opts.Store == nil {
+		store, closeStore, err := newStore(cfg, logger, func(err error) {
+			s.metrics.storeErrors.Inc()
+			storeLog.Warn("bucket store failed, decided in memory at --redis-fallback-share", "err", err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		opts.Store, s.closeStore = store, closeStore
 	}
-	s := &server{cfg: cfg, closeStore: closeStore, log: logger}
-	opts.Store = store
-	opts.OnStoreError = func(err error) { logger.Printf("store: %v", err) }
+	opts.OnStoreError = func(err error) {
+		s.metrics.storeErrors.Inc()
+		storeLog.Error("bucket store failed, each rule's fail_mode decided", "err", err)
+	}
+	var err error
 	if s.lim, err = httplimit.New(rules, opts); err != nil {
-		closeStore()
+		s.closeStore()
 		return nil, err
 	}
 	if cfg.rules != "" {
@@ -240,19 +295,16 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			s.fileSum = sha256.Sum256(data)
 		}
 	}
-	s.metrics = newMetrics(s.lim)
+	s.metrics.watch(s.lim)
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {
 		u, _ := url.Parse(cfg.upstream)
-		inner = s.lim.Handler(newProxy(u, logger, opts.TrustedProxies))
+		inner = s.lim.Handler(s.newProxy(u, opts.TrustedProxies))
 	}
-	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.public = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/healthz":
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			io.WriteString(w, "ok\n")
-		case cfg.metricsPath != "" && r.URL.Path == cfg.metricsPath:
-			s.metrics.handler.ServeHTTP(w, r)
+			serveHealth(w)
 		case cfg.upstream != "":
 			inner.ServeHTTP(w, r)
 		case r.URL.Path == "/v1/check":
@@ -261,56 +313,121 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			http.NotFound(w, r)
 		}
 	})
+	s.admin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz":
+			serveHealth(w)
+		case cfg.metricsPath != "" && r.URL.Path == cfg.metricsPath:
+			s.metrics.handler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
 	return s, nil
 }
 
-// newProxy is a reverse proxy to u that tells it the client's address in
-// X-Forwarded-For: appended to the incoming header when the request comes
-// from a trusted proxy, replacing it otherwise (a client's own header is
-// not passed on as if it were true).
-func newProxy(u *url.URL, logger *log.Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 1024
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(u)
-			if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
-				for _, p := range trusted {
-					if p.Contains(ap.Addr().Unmap()) {
-						pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-						break
-					}
-				}
-			}
-			pr.SetXForwarded()
-		},
-		Transport: t,
-		ErrorLog:  logger,
+// serveHealth answers a health check: the process is up and serving.
+func serveHealth(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "ok\n")
+}
+
+// throttled is the server's logger for one class of errors, which repeats
+// at most once per repeatInterval (see throttledHandler).
+func (s *server) throttled(class string) *slog.Logger {
+	h := newThrottledHandler(s.log.Handler(), repeatInterval)
+	s.throttlesMu.Lock()
+	s.throttles = append(s.throttles, h)
+	s.throttlesMu.Unlock()
+	return slog.New(h).With("component", class)
+}
+
+// errorLog is a log.Logger for the standard library's servers and proxies,
+// whose messages go through the throttled slog logger of class.
+func (s *server) errorLog(class string) *log.Logger {
+	return slog.NewLogLogger(s.throttled(class).Handler(), slog.LevelWarn)
+}
+
+// flushLogs writes the error lines held back by the throttles.
+func (s *server) flushLogs() {
+	s.throttlesMu.Lock()
+	defer s.throttlesMu.Unlock()
+	for _, h := range s.throttles {
+		h.Flush()
 	}
+}
+
+// listener is one of serve's HTTP listeners, serving until shut down.
+type listener struct {
+	name string
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// listen opens the public listener and, if configured, the admin one.
+func (s *server) listen() ([]*listener, error) {
+	var out []*listener
+	for _, l := range []struct {
+		name, addr string
+		handler    http.Handler
+	}{{"public", s.cfg.listen, s.public}, {"admin", s.cfg.adminListen, s.admin}} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			for _, o := range out {
+				o.ln.Close()
+			}
+			return nil, err
+		}
+		srv := s.newHTTPServer(l.name, l.handler)
+		maxConns := s.cfg.http.maxConns
+		if l.name == "admin" {
+			maxConns = adminMaxConns
+		}
+		if maxConns > 0 {
+			c := newConnCap(ln, maxConns, s.cfg.http.readHeaderTimeout)
+			srv.ConnState = c.ConnState
+			s.metrics.watchConns(l.name, c)
+			ln = c
+		}
+		out = append(out, &listener{name: l.name, srv: srv, ln: ln})
+	}
+	return out, nil
 }
 
 // run serves until SIGINT or SIGTERM and returns the exit code.
 func (s *server) run() int {
-	ln, err := net.Listen("tcp", s.cfg.listen)
+	// Signals are caught before anything is served: a SIGTERM that comes
+	// as soon as the listening line is out must shut down gracefully, not
+	// kill the process with a request in flight.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	lns, err := s.listen()
 	if err != nil {
-		s.log.Printf("%v", err)
+		s.log.Error("cannot listen", "err", err)
 		s.lim.Close()
 		s.closeStore()
 		return 1
 	}
-	mode := "check API: POST /v1/check"
-	if s.cfg.upstream != "" {
-		mode = "proxying to " + s.cfg.upstream
+	attrs := []any{"url", "http://" + lns[0].ln.Addr().String()}
+	if len(lns) > 1 {
+		attrs = append(attrs, "admin_url", "http://"+lns[1].ln.Addr().String())
 	}
-	s.log.Printf("listening on http://%s (%s), %d rules from %s", ln.Addr(), mode, len(s.lim.Rules()), s.cfg.rulesName())
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: s.log}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	if s.cfg.upstream != "" {
+		attrs = append(attrs, "mode", "proxy", "upstream", s.cfg.upstream)
+	} else {
+		attrs = append(attrs, "mode", "check API", "path", "/v1/check")
+	}
+	attrs = append(attrs, "rules", len(s.lim.Rules()), "rules_from", s.cfg.rulesName())
+	s.log.Info("listening", attrs...)
+	served := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { served <- l.srv.Serve(l.ln) }()
+	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	var tick <-chan time.Time
 	if s.cfg.rules != "" && s.cfg.watch > 0 {
 		t := time.NewTicker(s.cfg.watch)
@@ -326,26 +443,29 @@ loop:
 				s.reload(true)
 				continue
 			}
-			s.log.Printf("%v: shutting down", sig)
+			s.log.Info("shutting down", "signal", sig.String())
 			break loop
 		case <-tick:
 			s.reload(false)
 		case err := <-served:
-			s.log.Printf("%v", err)
+			s.log.Error("serve failed", "err", err)
 			code = 1
 			break loop
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		s.log.Printf("shutdown: %v", err)
-		code = 1
+	for _, l := range lns {
+		if err := l.srv.Shutdown(ctx); err != nil {
+			s.log.Error("shutdown", "listener", l.name, "err", err)
+			code = 1
+		}
 	}
 	s.lim.Close()
 	s.closeStore()
+	s.flushLogs()
 	if code == 0 {
-		s.log.Printf("stopped")
+		s.log.Info("stopped")
 	}
 	return code
 }
@@ -357,7 +477,7 @@ func (s *server) reload(forced bool) {
 	defer s.reloadMu.Unlock()
 	if s.cfg.rules == "" {
 		if forced {
-			s.log.Printf("SIGHUP: no rules file, nothing to reload")
+			s.log.Info("SIGHUP: no rules file, nothing to reload")
 		}
 		return
 	}
@@ -386,16 +506,23 @@ func (s *server) reload(forced bool) {
 		return
 	}
 	s.metrics.reloaded(true)
-	s.log.Printf("reloaded %d rules from %s", len(rules), s.cfg.rules)
+	s.log.Info("reloaded rules", "rules", len(rules), "file", s.cfg.rules)
 	s.cfg.jwt.warn(rules)
 }
 
+// reloadFailed reports a failed reload; a rules file's problems are listed
+// one by one.
 func (s *server) reloadFailed(err error) {
 	s.metrics.reloaded(false)
-	var ce *httplimit.ConfigError
-	if errors.As(err, &ce) {
-		s.log.Printf("reload of %s failed, keeping the rules in force: %v", s.cfg.rules, err)
-		return
+	attrs := []any{"file", s.cfg.rules}
+	if ce := (*httplimit.ConfigError)(nil); errors.As(err, &ce) {
+		problems := make([]string, len(ce.Problems))
+		for i, p := range ce.Problems {
+			problems[i] = p.Error()
+		}
+		attrs = append(attrs, "problems", problems)
+	} else {
+		attrs = append(attrs, "err", err)
 	}
-	s.log.Printf("reload failed, keeping the rules in force: %v", err)
+	s.log.Error("reload failed, keeping the rules in force", attrs...)
 }

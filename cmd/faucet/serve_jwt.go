@@ -4,8 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -29,8 +28,8 @@ type jwtFlags struct {
 	refresh     time.Duration
 	expOptional bool
 
-	verified bool        // a verifier runs; set by startJWT
-	log      *log.Logger // set by startJWT
+	verified bool         // a verifier runs; set by startJWT
+	log      *slog.Logger // set by startJWT
 }
 
 func (f *jwtFlags) register(fs *flag.FlagSet) {
@@ -101,12 +100,13 @@ func jwtProblems(err error) []string {
 // startJWT starts the verifier the flags ask for (loading its keys) as
 // opts.JWT, checks the rules against it, and warns of every rule that runs
 // on unverified claims. The function it returns stops the verifier.
-func (cfg *serveConfig) startJWT(opts *httplimit.Options, rules []httplimit.Rule, stderr io.Writer) (func(), error) {
+func (cfg *serveConfig) startJWT(opts *httplimit.Options, rules []httplimit.Rule, logger *slog.Logger) (func(), error) {
 	f := &cfg.jwt
-	f.log = log.New(stderr, "faucet serve: ", log.LstdFlags)
+	f.log = logger
 	stop := func() {}
 	if c, on := f.config(); on {
-		c.OnRefreshError = func(err error) { f.log.Printf("%v", err) }
+		// jwtverify reports each distinct refresh error once.
+		c.OnRefreshError = func(err error) { f.log.Warn("JWT key set not refreshed", "err", err) }
 		v, err := jwtverify.New(c)
 		if err != nil {
 			return nil, errors.New(strings.Join(jwtProblems(err), "\n"))
@@ -129,7 +129,7 @@ func (f *jwtFlags) warn(rules []httplimit.Rule) {
 	}
 	for _, r := range rules {
 		if r.InsecureUnverifiedJWT && r.UsesJWT() {
-			f.log.Printf("WARNING: rule %q reads JWT claims WITHOUT verification (insecure_unverified_jwt): any client can claim any value; verify tokens with --jwt-jwks-file, --jwt-jwks-url or %s", r.Name, jwtSecretEnv)
+			f.log.Warn("rule reads JWT claims WITHOUT verification (insecure_unverified_jwt): any client can claim any value; verify tokens with --jwt-jwks-file, --jwt-jwks-url or "+jwtSecretEnv, "rule", r.Name)
 		}
 	}
 }

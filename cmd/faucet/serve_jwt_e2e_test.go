@@ -95,7 +95,7 @@ func TestServeJWTEndToEnd(t *testing.T) {
 	if got := send("k-unknown", k2.token(t, enterprise)); !strings.HasPrefix(got, `"free";r=19;t=0`) {
 		t.Errorf("a key not yet in the set: RateLimit %q, want the free tier", got)
 	}
-	_, metrics := get(t, p.url("/metrics"))
+	_, metrics := get(t, p.adminURL("/metrics"))
 	for _, want := range []string{`faucet_jwt_rejected_total{reason="signature"} 2`, `faucet_jwt_rejected_total{reason="expired"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "faucet_jwt"))
@@ -134,7 +134,7 @@ func TestServeJWTValidate(t *testing.T) {
 	writeRules(t, optIn, `{"rules":[{"name":"by-org","limit_keys":["jwt:org_id"],"algorithm_config":{"rps":1,"burst":2},"insecure_unverified_jwt":true}]}`)
 	code, out, errs = runArgs("serve", "--rules", optIn, "--validate")
 	if code != 0 || !strings.Contains(out, "1 rules, valid") ||
-		!regexp.MustCompile(`WARNING: rule "by-org" reads JWT claims WITHOUT verification`).MatchString(errs) {
+		!regexp.MustCompile(`level=WARN msg="rule reads JWT claims WITHOUT verification.*" rule=by-org`).MatchString(errs) {
 		t.Errorf("opt-in: exit %d %q %q", code, out, errs)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/httplimit"
 )
 
 // startRedisServer runs redis-server without persistence on a free loopback
@@ -53,27 +54,22 @@ func startRedisServer(t *testing.T) string {
 	return ""
 }
 
-// checkVia posts one check for ip to p's check API and returns whether it
-// was allowed, its status and its Retry-After header.
-func checkVia(t *testing.T, p *proc, ip string) (allowed bool, status int, retryAfter string) {
+// checkVia posts one check for ip to p's check API and returns the decision.
+func checkVia(t *testing.T, p *proc, ip string) httplimit.CheckResponse {
 	t.Helper()
-	resp, err := http.Post(p.url("/v1/check"), "application/json", strings.NewReader(`{"ip":"`+ip+`","path":"/x"}`))
+	resp, err := testClient.Post(p.url("/v1/check"), "application/json", strings.NewReader(`{"ip":"`+ip+`","path":"/x"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out struct {
-		Allowed bool              `json:"allowed"`
-		Status  int               `json:"status"`
-		Headers map[string]string `json:"headers"`
-	}
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST /v1/check: %s", resp.Status)
 	}
+	var out httplimit.CheckResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
 	}
-	return out.Allowed, out.Status, out.Headers["Retry-After"]
+	return out
 }
 
 // Two faucet serve instances with the same rules and --redis enforce one
@@ -81,11 +77,17 @@ func checkVia(t *testing.T, p *proc, ip string) (allowed bool, status int, retry
 // requests sent to them in turn, and denies the rest with 429 and
 // Retry-After. Without --redis each instance has its own buckets and the
 // same requests get 20 through.
+//
+// A Redis call that outlives --redis-timeout is decided by fail_mode, and
+// failing open would show up only as too many admissions (once 11 of 30 on
+// a cold, loaded machine, at the 100 ms default). So the deadline here is
+// one no healthy call misses, and the rule fails closed: a store failure is
+// reported as such.
 func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
 	addr := startRedisServer(t)
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
-	  "algorithm_config":{"rps":0.01,"burst":10}}]}`)
+	  "algorithm_config":{"rps":0.01,"burst":10},"fail_mode":"closed"}]}`)
 	admitted := func(a, b *proc) int {
 		n := 0
 		for i := range 30 {
@@ -93,24 +95,29 @@ func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
 			if i%2 == 1 {
 				p = b
 			}
-			allowed, status, ra := checkVia(t, p, "203.0.113.5")
-			if allowed {
+			d := checkVia(t, p, "203.0.113.5")
+			switch {
+			case d.Allowed:
 				n++
-				continue
-			}
-			if s, err := strconv.Atoi(ra); status != 429 || err != nil || s < 1 {
-				t.Errorf("check %d denied with status %d, Retry-After %q; want 429 and a wait in seconds", i, status, ra)
+			case d.Reason == httplimit.ReasonStoreUnavailable:
+				t.Fatalf("check %d: the store failed (status %d): Redis gave an error or no answer within --redis-timeout", i, d.Status)
+			case d.Status != 429 || d.Headers["Retry-After"] == "":
+				t.Errorf("check %d denied with status %d, Retry-After %q; want 429 and a wait in seconds", i, d.Status, d.Headers["Retry-After"])
+			default:
+				if s, err := strconv.Atoi(d.Headers["Retry-After"]); err != nil || s < 1 {
+					t.Errorf("check %d: Retry-After %q, want a wait in whole seconds", i, d.Headers["Retry-After"])
+				}
 			}
 		}
 		return n
 	}
-	a := startServe(t, "--rules", rules, "--redis", addr)
-	b := startServe(t, "--rules", rules, "--redis", addr)
+	a := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s")
+	b := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s")
 	if n := admitted(a, b); n != 10 {
 		t.Errorf("two instances sharing Redis admitted %d of 30, want 10 (one burst)", n)
 	}
 	// Another prefix is another set of buckets.
-	c := startServe(t, "--rules", rules, "--redis", addr, "--redis-prefix", "other:")
+	c := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s", "--redis-prefix", "other:")
 	if n := admitted(c, c); n != 10 {
 		t.Errorf("an instance under another prefix admitted %d of 30, want its own burst of 10", n)
 	}

@@ -4,7 +4,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -76,7 +76,8 @@ func (f *redisFlags) list() []string {
 
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
-func newStore(cfg *serveConfig, logger *log.Logger) (httplimit.Store, func() error, error) {
+// onFallback hears of the store errors that --redis-fallback-share answered.
+func newStore(cfg *serveConfig, logger *slog.Logger, onFallback func(error)) (httplimit.Store, func() error, error) {
 	if cfg.redis.addrs == "" {
 		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
 		return s, s.Close, nil
@@ -104,12 +105,12 @@ func newStore(cfg *serveConfig, logger *log.Logger) (httplimit.Store, func() err
 		Prefix:        f.prefix,
 		Timeout:       f.timeout,
 		FallbackShare: f.share,
-		OnFallback:    func(err error) { logger.Printf("store: %v (decided in memory)", err) },
+		OnFallback:    onFallback,
 	})
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	logger.Printf("buckets in Redis at %s, prefix %q", f.addrs, f.prefix)
+	logger.Info("buckets in Redis", "redis", f.addrs, "prefix", f.prefix)
 	return s, func() error { client.Close(); return nil }, nil
 }

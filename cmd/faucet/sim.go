@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ type simConfig struct {
 	rate     float64
 	burst    float64
 	load     float64 // requests per second, evenly spaced
+	loadText string  // the load as given, such as 500/m
 	cost     float64
 	duration time.Duration
 	interval time.Duration
@@ -45,9 +45,16 @@ type simResult struct {
 	samples   []simSample
 }
 
+const simUsage = `usage: faucet sim [flags]
+
+Simulates one client sending a steady load against a token bucket, on a
+virtual clock, and reports what was admitted.
+
+flags:
+`
+
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faucet sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cfg simConfig
 	var load string
 	fs.Float64Var(&cfg.rate, "rate", 10, "refill rate, tokens per second")
@@ -57,28 +64,24 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "simulated time")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "report interval")
 	fs.StringVar(&cfg.svg, "svg", "", "also draw the simulation as an SVG chart to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: faucet sim [flags]\n\nSimulates one client sending a steady load against a token bucket,\non a virtual clock, and reports what was admitted.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, simUsage, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "faucet sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	var err error
-	if cfg.load, err = parseLoad(load); err != nil {
+	if cfg.load, cfg.loadText, err = parseLoad(load); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: --load: %v\n", err)
 		return 2
 	}
 	if err := cfg.check(); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
 		return 2
+	}
+	for _, w := range cfg.warnings() {
+		fmt.Fprintf(stderr, "faucet sim: warning: %s\n", w)
 	}
 	res, err := simulate(cfg)
 	if err != nil {
@@ -113,16 +116,33 @@ func (c simConfig) check() error {
 	return nil
 }
 
+// warnings lists settings that are legal but probably not what was meant.
+func (c simConfig) warnings() []string {
+	var out []string
+	if c.cost > c.burst {
+		out = append(out, fmt.Sprintf("--cost %g is above --burst %g: the bucket never holds that many tokens, so every request will be denied", c.cost, c.burst))
+	}
+	if c.burst < c.rate {
+		fill := time.Duration(c.burst / c.rate * float64(time.Second)).Round(time.Millisecond)
+		out = append(out, fmt.Sprintf("--burst %g is below --rate %g: legal but unusual; the bucket is full after %v of refill, "+
+			"so a client that pauses longer loses refill and gets less than the rate (faucet serve's rules require a burst of at least the rate)",
+			c.burst, c.rate, fill))
+	}
+	return out
+}
+
 // parseLoad reads "N/unit" (60/s, 500/m, 3/250ms, 2/h) or a bare number of
-// requests per second.
-func parseLoad(s string) (float64, error) {
-	num, unit, found := strings.Cut(strings.TrimSpace(s), "/")
+// requests per second, and returns requests per second and the load as
+// the report shows it.
+func parseLoad(s string) (float64, string, error) {
+	s = strings.TrimSpace(s)
+	num, unit, found := strings.Cut(s, "/")
 	n, err := strconv.ParseFloat(num, 64)
 	if err != nil || !(n > 0) || n > 1e9 {
-		return 0, fmt.Errorf("want a positive count of requests such as 60/s, got %q", s)
+		return 0, "", fmt.Errorf("want a positive count of requests such as 60/s, got %q", s)
 	}
 	if !found {
-		return n, nil
+		return n, num + "/s", nil
 	}
 	var per time.Duration
 	switch unit {
@@ -134,10 +154,10 @@ func parseLoad(s string) (float64, error) {
 		per = time.Hour
 	default:
 		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
-			return 0, fmt.Errorf("want a unit s, m, h or a duration such as 250ms after '/', got %q", unit)
+			return 0, "", fmt.Errorf("want a unit s, m, h or a duration such as 250ms after '/', got %q", unit)
 		}
 	}
-	return n / per.Seconds(), nil
+	return n / per.Seconds(), s, nil
 }
 
 // simulate runs the load against one key on a virtual clock.
@@ -180,8 +200,8 @@ func simulate(cfg simConfig) (simResult, error) {
 }
 
 func report(w io.Writer, cfg simConfig, res simResult) {
-	fmt.Fprintf(w, "rate %g/s, burst %g, load %g/s (cost %g), %v in steps of %v\n\n",
-		cfg.rate, cfg.burst, cfg.load, cfg.cost, cfg.duration, cfg.interval)
+	fmt.Fprintf(w, "rate %g/s, burst %g, load %s (cost %g), %v in steps of %v\n\n",
+		cfg.rate, cfg.burst, cfg.loadText, cfg.cost, cfg.duration, cfg.interval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens at end\t")
 	var sent, admitted, denied int

@@ -129,9 +129,43 @@ func TestSimErrors(t *testing.T) {
 }
 
 func TestParseLoad(t *testing.T) {
-	for in, want := range map[string]float64{"60/s": 60, "600/m": 10, "7200/h": 2, "3/250ms": 12, "5": 5, "0.5/s": 0.5} {
-		if got, err := parseLoad(in); err != nil || got != want {
-			t.Errorf("parseLoad(%q) = %v, %v; want %v", in, got, err, want)
+	for _, tt := range []struct {
+		in   string
+		rate float64
+		text string
+	}{{"60/s", 60, "60/s"}, {"600/m", 10, "600/m"}, {"7200/h", 2, "7200/h"}, {"3/250ms", 12, "3/250ms"}, {"5", 5, "5/s"}, {" 0.5/s ", 0.5, "0.5/s"}} {
+		if rate, text, err := parseLoad(tt.in); err != nil || rate != tt.rate || text != tt.text {
+			t.Errorf("parseLoad(%q) = %v, %q, %v; want %v, %q", tt.in, rate, text, err, tt.rate, tt.text)
+		}
+	}
+}
+
+// The load is reported as it was given, not as a float of requests per
+// second (500/m used to read 8.333333333333334/s).
+func TestSimReportsTheLoadAsGiven(t *testing.T) {
+	code, out, errs := runArgs("sim", "--rate", "5", "--burst", "10", "--load", "500/m", "--duration", "6s")
+	if code != 0 || !strings.HasPrefix(out, "rate 5/s, burst 10, load 500/m (cost 1),") || errs != "" {
+		t.Errorf("exit %d, stdout %.60q, stderr %q; want the load as 500/m", code, out, errs)
+	}
+}
+
+// Legal settings that are probably mistakes are simulated, with a warning
+// on stderr saying what they mean.
+func TestSimWarnings(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		warn string // "" for none
+	}{
+		{[]string{"--rate", "10", "--burst", "50", "--cost", "60"}, "warning: --cost 60 is above --burst 50: the bucket never holds that many tokens, so every request will be denied"},
+		{[]string{"--rate", "10", "--burst", "5"}, "warning: --burst 5 is below --rate 10: legal but unusual; the bucket is full after 500ms of refill, so a client that pauses longer loses refill"},
+		{[]string{"--rate", "10", "--burst", "10", "--cost", "10"}, ""},
+	} {
+		code, out, errs := runArgs(append([]string{"sim", "--duration", "2s"}, tt.args...)...)
+		if code != 0 || !strings.Contains(out, "total") {
+			t.Errorf("faucet sim %q: exit %d, want the simulation run", tt.args, code)
+		}
+		if tt.warn == "" && errs != "" || !strings.Contains(errs, tt.warn) {
+			t.Errorf("faucet sim %q: stderr %q, want %q", tt.args, errs, tt.warn)
 		}
 	}
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// What can be checked of the chart without looking at it: both panels
+// share one time axis, placed alike on the page; every bar lies inside it;
+// the legend is above the bars beneath it; tick labels carry no useless
+// zeros (50, not 50.00).
+func TestChartLayout(t *testing.T) {
+	for _, cfg := range []simConfig{
+		{rate: 10, burst: 50, load: 60, loadText: "60/s", cost: 1, duration: 5 * time.Second, interval: time.Second},
+		{rate: 2, burst: 5, load: 3, loadText: "3/s", cost: 1, duration: 5 * time.Second, interval: 2 * time.Second},
+		{rate: 100, burst: 1000, load: 150, loadText: "150/s", cost: 1, duration: time.Minute, interval: time.Second},
+		{rate: 0.5, burst: 2.5, load: 1, loadText: "1/s", cost: 0.25, duration: 3 * time.Second, interval: 250 * time.Millisecond},
+		{rate: 10, burst: 10, load: 10, loadText: "10/s", cost: 1, duration: 5 * time.Second, interval: time.Second}, // bars all alike
+	} {
+		t.Run(fmt.Sprintf("rate=%g,load=%s,interval=%v", cfg.rate, cfg.loadText, cfg.interval), func(t *testing.T) {
+			res, err := simulate(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := newChart(cfg, res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cells := c.layout(draw.New(vgsvg.New(chartWidth, chartHeight)))
+			end := cfg.duration.Seconds()
+			for _, p := range []*plot.Plot{c.tokens, c.counts} {
+				if p.X.Min != 0 || p.X.Max != end {
+					t.Errorf("time axis from %g to %g, want 0 to %g", p.X.Min, p.X.Max, end)
+				}
+			}
+			top, bottom := c.tokens.DataCanvas(cells[0]), c.counts.DataCanvas(cells[1])
+			if math.Abs(float64(top.Min.X-bottom.Min.X)) > 0.01 || math.Abs(float64(top.Max.X-bottom.Max.X)) > 0.01 {
+				t.Errorf("the panels' time axes span %v to %v and %v to %v on the page, want the same", top.Min.X, top.Max.X, bottom.Min.X, bottom.Max.X)
+			}
+			trX, trY := c.counts.Transforms(&bottom)
+			legend := c.counts.Legend.Rectangle(cells[1])
+			legendLeft := bottom.Max.X - legend.Size().X
+			legendBottom := c.legendBottom(cells[1])
+			for _, h := range []*plotter.Histogram{c.admitted, c.denied} {
+				for i, b := range h.Bins {
+					if b.Min < 0 || b.Max > end || b.Min >= b.Max {
+						t.Errorf("bar %d spans %g to %g s, outside the time axis 0 to %g", i, b.Min, b.Max, end)
+					}
+					if trX(b.Max) > legendLeft && trY(b.Weight) > legendBottom {
+						t.Errorf("bar %d (%g requests) reaches %v, into the legend, which starts at %v", i, b.Weight, trY(b.Weight), legendBottom)
+					}
+				}
+			}
+			useless := regexp.MustCompile(`\.\d*0$|\.$`)
+			for name, a := range map[string]*plot.Axis{"tokens X": &c.tokens.X, "tokens Y": &c.tokens.Y, "counts X": &c.counts.X, "counts Y": &c.counts.Y} {
+				labels := 0
+				for _, tick := range a.Tick.Marker.Ticks(a.Min, a.Max) {
+					if tick.Label != "" {
+						labels++
+					}
+					if useless.MatchString(tick.Label) {
+						t.Errorf("%s tick label %q", name, tick.Label)
+					}
+				}
+				if labels < 2 {
+					t.Errorf("%s has %d labelled ticks, want at least 2", name, labels)
+				}
+			}
+		})
+	}
+}
+
+// labels are the labels of a ticker's labelled ticks from min to max.
+func labels(tk plot.Ticker, min, max float64) string {
+	var out []string
+	for _, tick := range tk.Ticks(min, max) {
+		if tick.Label != "" {
+			out = append(out, tick.Label)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func Example_plainTicks() {
+	fmt.Println(labels(plot.DefaultTicks{}, 0, 50))
+	fmt.Println(labels(plainTicks{}, 0, 50))
+	fmt.Println(labels(plainTicks{}, 0, 1.2))
+	// Output:
+	// 0.00 25.00 50.00
+	// 0 25 50
+	// 0 0.5 1
+}
