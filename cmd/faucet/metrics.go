@@ -21,7 +21,7 @@ type metrics struct {
 	storeErrors    prometheus.Counter
 	upstreamErrors *prometheus.CounterVec
 
-	decisions, live, evictions, jwtRejected *prometheus.Desc
+	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
 }
 
 func newMetrics() *metrics {
@@ -41,10 +41,13 @@ func newMetrics() *metrics {
 			Help: "Proxied requests the upstream failed, by the status answered: 504 (no answer within --upstream-timeout), 502 (any other failure).",
 		}, []string{"status"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
-			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), failed_open and failed_closed (the store failed).",
+			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (a client's cost outside min_cost and max_cost, 400), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
 		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
 		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),
+		overflow: prometheus.NewDesc("faucet_overflow_total",
+			"Requests per rule on keys that found the key table full (--max-keys live, none full): decided by the rule's shared overflow bucket (--on-full share) or denied (deny).",
+			[]string{"rule"}, nil),
 		jwtRejected: prometheus.NewDesc("faucet_jwt_rejected_total",
 			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
 			[]string{"reason"}, nil),
@@ -96,6 +99,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.decisions
 	ch <- m.live
 	ch <- m.evictions
+	ch <- m.overflow
 	ch <- m.jwtRejected
 }
 
@@ -104,13 +108,14 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		for _, c := range []struct {
 			result string
 			n      uint64
-		}{{"allowed", s.Allowed}, {"denied", s.Denied}, {"shadow_denied", s.ShadowDenied},
+		}{{"allowed", s.Allowed}, {"denied", s.Denied}, {"shadow_denied", s.ShadowDenied}, {"refused", s.Refused},
 			{"failed_open", s.FailedOpen}, {"failed_closed", s.FailedClosed}} {
 			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(c.n), s.Name, c.result)
 		}
 		if s.HasBuckets {
 			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)
 			ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evicted), s.Name)
+			ch <- prometheus.MustNewConstMetric(m.overflow, prometheus.CounterValue, float64(s.Overflow), s.Name)
 		}
 	}
 	j := m.lim.JWTStats()

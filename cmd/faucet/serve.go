@@ -33,6 +33,7 @@ type serveConfig struct {
 	forwardedHeader string
 	ipv6Prefix      int
 	maxKeys         int
+	onFull          string
 	jitterSeed      uint64
 	watch           time.Duration
 	shutdownTimeout time.Duration
@@ -108,6 +109,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&cfg.ipv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
 	fs.IntVar(&cfg.maxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded); in-memory buckets only, Redis expires its own")
+	fs.StringVar(&cfg.onFull, "on-full", "share", "what a new key gets while --max-keys buckets are live and none is full: share (all such keys take from one overflow bucket per rule, at the rule's rate and burst) or deny")
 	fs.Uint64Var(&cfg.jitterSeed, "jitter-seed", 0, "seed of the Retry-After jitter; share it between instances")
 	fs.DurationVar(&cfg.watch, "watch", 2*time.Second, "how often to check the rules file for changes (0: only on SIGHUP)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long shutdown waits for requests in flight")
@@ -202,6 +204,11 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	if cfg.maxKeys < 0 {
 		problems = append(problems, "--max-keys: must be 0 (unbounded) or positive")
 	}
+	if _, ok := fullPolicies[cfg.onFull]; !ok {
+		problems = append(problems, fmt.Sprintf("--on-full: must be share or deny, got %q", cfg.onFull))
+	} else if cfg.onFull != "share" && cfg.redis.addrs != "" {
+		problems = append(problems, "--on-full: only means something without --redis: Redis expires its own buckets, and keeps no key table to fill")
+	}
 	if cfg.watch < 0 {
 		problems = append(problems, "--watch: must not be negative")
 	}
@@ -257,6 +264,10 @@ type server struct {
 
 	throttlesMu sync.Mutex
 	throttles   []*throttledHandler // flushed on shutdown; guarded by throttlesMu
+
+	// overflowSeen is each rule's overflow count at the last report; used
+	// by the run loop only.
+	overflowSeen map[string]uint64
 
 	reloadMu sync.Mutex // serialises reloads
 	fileSum  [32]byte   // of the rules file last read; guarded by reloadMu
@@ -434,10 +445,14 @@ func (s *server) run() int {
 		defer t.Stop()
 		tick = t.C
 	}
+	report := time.NewTicker(repeatInterval)
+	defer report.Stop()
 	code := 0
 loop:
 	for {
 		select {
+		case <-report.C:
+			s.reportOverflow()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				s.reload(true)
@@ -468,6 +483,28 @@ loop:
 		s.log.Info("stopped")
 	}
 	return code
+}
+
+// reportOverflow logs, for each rule whose key table was full since the last
+// report (at most one line per rule per repeatInterval), how many requests
+// found it so. faucet_overflow_total counts every one.
+func (s *server) reportOverflow() {
+	if s.overflowSeen == nil {
+		s.overflowSeen = map[string]uint64{}
+	}
+	for _, st := range s.lim.Stats() {
+		seen, ok := s.overflowSeen[st.Name]
+		s.overflowSeen[st.Name] = st.Overflow
+		if !ok && st.Overflow == 0 || st.Overflow <= seen {
+			continue
+		}
+		what := "keys without a bucket took from the rule's overflow bucket"
+		if s.cfg.onFull == "deny" {
+			what = "keys without a bucket were denied"
+		}
+		s.log.Warn("key table full: "+what, "rule", st.Name, "max_keys", s.cfg.maxKeys, "on_full", s.cfg.onFull,
+			"requests", st.Overflow-seen, "live", st.Live)
+	}
 }
 
 // reload re-reads the rules file: on SIGHUP always, on a tick only if its

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/faucetgo/faucet/redisstore"
 	"github.com/redis/rueidis"
@@ -74,12 +75,15 @@ func (f *redisFlags) list() []string {
 	return out
 }
 
+// fullPolicies are the values of --on-full.
+var fullPolicies = map[string]engine.FullPolicy{"share": engine.FullShare, "deny": engine.FullDeny}
+
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
 // onFallback hears of the store errors that --redis-fallback-share answered.
 func newStore(cfg *serveConfig, logger *slog.Logger, onFallback func(error)) (httplimit.Store, func() error, error) {
 	if cfg.redis.addrs == "" {
-		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys})
+		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys, OnFull: fullPolicies[cfg.onFull]})
 		return s, s.Close, nil
 	}
 	f := &cfg.redis

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,10 +124,62 @@ func TestServeLogAndAdminFlagErrors(t *testing.T) {
 		{[]string{"--metrics-path", "metrics"}, `--metrics-path: must start with /`},
 		{[]string{"--metrics-path", "/healthz"}, `--metrics-path: /healthz is the health check's`},
 		{[]string{"--admin-listen", "", "--metrics-path", "/m"}, `--metrics-path: only means something with --admin-listen`},
+		{[]string{"--on-full", "admit"}, `--on-full: must be share or deny, got "admit"`},
+		{[]string{"--on-full", "deny", "--redis", "127.0.0.1:6379"}, `--on-full: only means something without --redis`},
 	} {
 		code, _, errs := runArgs(append([]string{"serve", "--validate"}, tt.args...)...)
 		if code != 2 || !strings.Contains(errs, tt.msg) {
 			t.Errorf("faucet serve %q: exit %d, %q; want exit 2 and %q", tt.args, code, errs, tt.msg)
 		}
+	}
+}
+
+// A key table filled by floods of API keys (--max-keys) keeps limiting:
+// five floods of 100 distinct keys against 100 buckets, then 20 requests
+// from a new key, get no more than one burst through together (a new key
+// used to get 20 of 20). Every overflowing request is counted in
+// faucet_overflow_total, and the log gets one line per rule per report,
+// not one per request.
+func TestFullKeyTableIsLimitedCountedAndLogged(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"key","limit_keys":["header:x-api-key"],"algorithm_config":{"rps":0.001,"burst":5}}]}`)
+	for _, tc := range []struct{ onFull, line string }{
+		{"share", "key table full: keys without a bucket took from the rule's overflow bucket"},
+		{"deny", "key table full: keys without a bucket were denied"},
+	} {
+		t.Run("on-full="+tc.onFull, func(t *testing.T) {
+			var logs syncBuffer
+			s := newTestServer(t, &logs, nil, "--rules", rules, "--max-keys", "100", "--on-full", tc.onFull)
+			check := func(key string) bool {
+				w := httptest.NewRecorder()
+				s.public.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"headers":{"x-api-key":"`+key+`"}}`)))
+				return strings.Contains(w.Body.String(), `"allowed":true`)
+			}
+			admitted := 0
+			for flood := range 5 {
+				for i := range 100 {
+					if check(fmt.Sprintf("flood%d-%d", flood, i)) && flood > 0 {
+						admitted++
+					}
+				}
+			}
+			for range 20 {
+				if check("new-client") {
+					admitted++
+				}
+			}
+			if max := map[string]int{"share": 5, "deny": 0}[tc.onFull]; admitted > max {
+				t.Errorf("keys that found the table full got %d requests through, want at most %d", admitted, max)
+			}
+			if m := scrape(t, s); !strings.Contains(m, "\nfaucet_overflow_total{rule=\"key\"} 420\n") {
+				t.Errorf("metrics:\n%s\nwant faucet_overflow_total{rule=\"key\"} 420", grepLines(m, "faucet_overflow"))
+			}
+			s.reportOverflow()
+			s.reportOverflow() // nothing new: no second line
+			lines := jsonLines(t, logs.String())
+			if len(lines) != 1 || lines[0].Msg != tc.line || !strings.Contains(logs.String(), `"requests":420`) {
+				t.Errorf("log:\n%s\nwant one line %q with requests 420", logs.String(), tc.line)
+			}
+		})
 	}
 }
