@@ -86,6 +86,10 @@ func newChart(cfg simConfig, res simResult) (*chart, error) {
 	c.counts.Legend.Add("admitted", c.admitted)
 	c.counts.Legend.Add("denied", c.denied)
 	c.counts.Legend.Top = true
+	// Swatch first, then the label, left-aligned: a viewer that lacks the
+	// SVG's font substitutes another, often wider, and a right-aligned
+	// label would then run into its swatch.
+	c.counts.Legend.Left = true
 	c.counts.Y.Min, c.counts.Y.Max = 0, max(1, c.maxCount)
 
 	var xTicks plot.Ticker = plainTicks{}
@@ -137,10 +141,17 @@ func (c *chart) layout(dc draw.Canvas) [2]draw.Canvas {
 		c.counts.Y.Max = need
 		cells = align()
 	}
-	// Its right edge is the cell's; pull it in to end with the axis.
-	c.counts.Legend.XOffs = c.counts.DataCanvas(cells[1]).Max.X - cells[1].Max.X
+	// Move it from the left end of the time axis, where plot.Draw starts
+	// it, to end legendSlack short of the right end: room for a wider
+	// substitute font.
+	l := &c.counts.Legend
+	data := c.counts.DataCanvas(cells[1])
+	l.XOffs = data.Max.X - legendSlack - l.Rectangle(cells[1]).Size().X - data.Min.X
 	return cells
 }
+
+// legendSlack is the room left right of the legend's labels.
+const legendSlack = vg.Length(12)
 
 // legendBottom is the lowest point of the bottom panel's legend, drawn in
 // cell.

@@ -48,7 +48,7 @@ func TestChartLayout(t *testing.T) {
 			}
 			trX, trY := c.counts.Transforms(&bottom)
 			legend := c.counts.Legend.Rectangle(cells[1])
-			legendLeft := bottom.Max.X - legend.Size().X
+			legendLeft := bottom.Max.X - legendSlack - legend.Size().X
 			legendBottom := c.legendBottom(cells[1])
 			for _, h := range []*plotter.Histogram{c.admitted, c.denied} {
 				for i, b := range h.Bins {
