@@ -116,10 +116,23 @@ func (cfg *serveConfig) startJWT(opts *httplimit.Options, rules []httplimit.Rule
 	}
 	if err := httplimit.Validate(rules, *opts); err != nil {
 		stop()
+		if !f.verified && usesJWT(rules) {
+			// The library's message names Options.JWT; say what serve has.
+			return nil, fmt.Errorf("%s: %w\n  (verify tokens with --jwt-jwks-file, --jwt-jwks-url or %s)", cfg.rulesName(), err, jwtSecretEnv)
+		}
 		return nil, fmt.Errorf("%s: %w", cfg.rulesName(), err)
 	}
 	f.warn(rules)
 	return stop, nil
+}
+
+func usesJWT(rules []httplimit.Rule) bool {
+	for i := range rules {
+		if rules[i].UsesJWT() {
+			return true
+		}
+	}
+	return false
 }
 
 // warn logs every rule that reads claims nobody verifies.

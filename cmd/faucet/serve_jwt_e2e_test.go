@@ -120,7 +120,8 @@ func TestServeJWTValidate(t *testing.T) {
 	os.Unsetenv(jwtSecretEnv)
 	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")
 	if code != 2 || out != "" || !strings.Contains(errs, `rule "enterprise" (rules[0]): match.jwt:plan: reads a JWT claim, but no verifier is configured`) ||
-		!strings.Contains(errs, `rule "tenant" (rules[2]): limit_keys[0]: reads a JWT claim`) {
+		!strings.Contains(errs, `rule "tenant" (rules[2]): limit_keys[0]: reads a JWT claim`) ||
+		!strings.Contains(errs, "verify tokens with --jwt-jwks-file, --jwt-jwks-url or "+jwtSecretEnv) {
 		t.Errorf("no verification: exit %d %q\n%s", code, out, errs)
 	}
 
