@@ -57,20 +57,28 @@ func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
 	return e.decide(e.nanosAt(t), key, n)
 }
 
-// TokensAt returns the tokens key's bucket holds at time t (Burst for a key
-// without a bucket). It changes nothing and creates no bucket.
+// TokensAt returns the tokens key's bucket holds at time t: Burst for a key
+// without a bucket, unless the table is full (MaxKeys buckets live, none of
+// them full by the last eviction scan); then the overflow bucket's tokens
+// (FullShare), or 0 (FullDeny). It changes nothing and creates no bucket.
 func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	l := e.layout
 	now := l.At(e.nanosAt(t))
 	key = BoundedKey(key)
-	b := e.table.Lookup(shard.Hash(key), key)
-	if b == nil {
-		return e.burst
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
+		if _, tokens, live := b.Peek(l, &e.ref, now); live {
+			return fixedpoint.TokensOf(tokens)
+		}
+		// Evicted under us: it was full, as a new bucket would be.
 	}
-	if _, tokens, live := b.Peek(l, &e.ref, now); live {
-		return fixedpoint.TokensOf(tokens)
+	if e.tableFull(now) {
+		if e.onFull == FullDeny {
+			return 0
+		}
+		if _, tokens, ok := e.overflowState(now); ok {
+			return fixedpoint.TokensOf(tokens)
+		}
 	}
-	// Evicted under us: it was full, as a new bucket would be.
 	return e.burst
 }
 
@@ -91,6 +99,7 @@ func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
 	now := l.At(ns)
 	h := shard.Hash(key)
 	b := e.table.Lookup(h, key)
+	overflowed := false
 	for {
 		if b == nil {
 			if cost == 0 {
@@ -98,7 +107,7 @@ func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
 				return Decision{Allowed: true, Remaining: e.burst}
 			}
 			var d Decision
-			if b, d = e.create(h, key, now, ns); b == nil {
+			if b, d = e.create(h, key, now, ns, &overflowed); b == nil {
 				return d
 			}
 		}

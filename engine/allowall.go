@@ -161,13 +161,14 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	now := l.At(ns)
 	h := shard.Hash(key)
 	b := e.table.Lookup(h, key)
+	overflowed := false
 	for {
 		if b == nil {
 			if cost == 0 {
 				return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
 			}
 			var d Decision
-			if b, d = e.create(h, key, now, ns); b == nil {
+			if b, d = e.create(h, key, now, ns, &overflowed); b == nil {
 				return d, held{key: key, ns: ns, cost: cost, counted: true}
 			}
 		}
@@ -243,15 +244,24 @@ func (e *Engine) give(h held) Decision {
 // Decision for a take of cost quanta (fixedpoint.Never: never satisfiable).
 func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
 	l := e.layout
+	now := l.At(ns)
 	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
-		if at, tokens, live := b.Peek(l, &e.ref, l.At(ns)); live {
+		if at, tokens, live := b.Peek(l, &e.ref, now); live {
 			return e.after(at, tokens, cost, ns)
 		}
 	}
-	// No bucket: full, as a new one would be.
 	d := Decision{Remaining: e.burst}
-	if cost > l.Capacity {
+	switch {
+	case cost > l.Capacity:
 		d.RetryAfter = InfDuration
+	case !e.tableFull(now):
+		// No bucket: full, as a new one would be.
+	case e.onFull == FullDeny:
+		return Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
+	default:
+		if at, tokens, ok := e.overflowState(now); ok {
+			return e.after(at, tokens, cost, ns)
+		}
 	}
 	return d
 }

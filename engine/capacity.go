@@ -19,17 +19,22 @@ const maxReserveTries = 3
 
 // create inserts a bucket for key and returns it. If MaxKeys buckets are live
 // and none can be evicted it returns the overflow bucket instead (FullShare),
-// or nil and the capacity denial (FullDeny), counted.
-func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64) (*shard.Bucket, Decision) {
+// or nil and the capacity denial (FullDeny), counted. overflowed is the
+// call's own: a call that retries after its overflow bucket was evicted
+// under it is counted in Stats.Overflow once.
+func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, overflowed *bool) (*shard.Bucket, Decision) {
 	if !e.reserve(now) {
-		e.overflow.Add(1)
+		if !*overflowed {
+			*overflowed = true
+			e.overflow.Add(1)
+		}
 		if e.onFull == FullShare {
 			return e.overflowBucket(now), Decision{}
 		}
 		e.denied.add()
 		return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
 	}
-	b, created := e.table.Insert(h, key, e.layout, e.bornAt(now))
+	b, created := e.table.Insert(h, key, e.layout, &e.ref, e.bornAt(now))
 	if !created {
 		e.live.Add(-1) // someone else created it first; give back the room
 	}

@@ -39,5 +39,6 @@ func HoldReservation(e *Engine) (release func()) {
 func (e *Engine) CreateAt(t time.Time, key string) {
 	ns := e.nanosAt(t)
 	key = BoundedKey(key)
-	e.create(shard.Hash(key), key, e.layout.At(ns), ns)
+	var overflowed bool
+	e.create(shard.Hash(key), key, e.layout.At(ns), ns, &overflowed)
 }

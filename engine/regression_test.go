@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -167,5 +168,42 @@ func TestNewBucketIsNotStampedAtItsCreatorsTime(t *testing.T) {
 	}
 	if got := e.TokensAt(at(20100), "k"); got != 4.777 {
 		t.Fatalf("tokens at 20100 µs = %v, want 4.777 (refill counted from the eviction)", got)
+	}
+}
+
+// A new bucket is full from its shard's last eviction (or the overflow
+// bucket's), so a caller with an older time is decided as at the eviction.
+// The eviction's tick was packed into the new word without raising the
+// reference tick; a sweep far ahead of the last write (more than Horizon/8,
+// 8.6 s at burst 1e6) made the word resolve a horizon early, and the caller
+// was decided at its own, earlier time: a drained bucket refilled from
+// before the eviction.
+func TestNewBucketAfterAFarSweepKeepsItsStamp(t *testing.T) {
+	for _, gap := range []time.Duration{6 * time.Second, 14 * time.Second, 20 * time.Second} {
+		t.Run(fmt.Sprintf("table/gap=%v", gap), func(t *testing.T) {
+			e := newEngine(t, engine.Config{Limit: 1000, Burst: 1e6, Shards: 1, SweepInterval: -1})
+			e.AllowAt(t0, "k", 1)
+			if n := e.SweepAt(at(gap)); n != 1 {
+				t.Fatalf("evicted %d, want 1", n)
+			}
+			if d := e.AllowAt(at(gap/2), "k", 1e6); !d.Allowed {
+				t.Fatalf("late caller: %+v, want the full new bucket", d)
+			}
+			if d := e.AllowAt(at(gap), "k", 1000); d.Allowed {
+				t.Errorf("drained at %v (the eviction), 1000 tokens at %v: %+v, want denied", gap, gap, d)
+			}
+		})
+		t.Run(fmt.Sprintf("overflow/gap=%v", gap), func(t *testing.T) {
+			e := newEngine(t, engine.Config{Limit: 1000, Burst: 1e6, MaxKeys: 1, Shards: 1, SweepInterval: -1})
+			e.AllowAt(t0, "resident", 1e6) // the table stays full for 1000 s
+			e.AllowAt(t0, "a", 1)          // the overflow bucket, full again after 1 ms
+			e.SweepAt(at(gap))
+			if d := e.AllowAt(at(gap/2), "b", 1e6); !d.Allowed {
+				t.Fatalf("late caller: %+v, want the full new overflow bucket", d)
+			}
+			if d := e.AllowAt(at(gap), "c", 1000); d.Allowed {
+				t.Errorf("drained at %v (the eviction), 1000 tokens at %v: %+v, want denied", gap, gap, d)
+			}
+		})
 	}
 }

@@ -41,9 +41,28 @@ func (e *Engine) overflowBucket(now fixedpoint.Instant) *shard.Bucket {
 	if b := sp.b.Load(); b != nil && b.Load() != fixedpoint.Tomb {
 		return b
 	}
-	b := shard.NewBucket(e.layout.Full(e.bornAt(now).Ceil, sp.evictedAt))
+	l := e.layout
+	tick := l.FullTick(e.bornAt(now).Ceil, sp.evictedAt)
+	e.ref.Cover(l, e.ref.Load(), tick) // as for any word published
+	b := shard.NewBucket(l.Pack(tick, l.Capacity))
 	sp.b.Store(b)
 	return b
+}
+
+// tableFull reports whether a new key at now would find no room: MaxKeys
+// buckets live and, by the last eviction scan, none full before now. It is
+// for reports (peek, TokensAt), which must not evict to find out.
+func (e *Engine) tableFull(now fixedpoint.Instant) bool {
+	return e.maxKeys > 0 && e.live.Load() >= e.maxKeys && now.Tick < e.noEvictBefore.Load()
+}
+
+// overflowState returns the overflow bucket's state at now, if there is
+// one; without one, a new one would be full.
+func (e *Engine) overflowState(now fixedpoint.Instant) (at int64, tokens uint64, ok bool) {
+	if b := e.spill.b.Load(); b != nil {
+		return b.Peek(e.layout, &e.ref, now)
+	}
+	return 0, 0, false
 }
 
 // sweepOverflow evicts the overflow bucket if it is full at now, or renews

@@ -108,8 +108,10 @@ func (t *Table) Lookup(h uint64, key string) *Bucket {
 
 // Insert returns the bucket of key, creating it if absent, full at now or at
 // the shard's eviction watermark if that is later. created reports whether
-// this call created it. Insert takes the shard's mutex.
-func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoint.Instant) (b *Bucket, created bool) {
+// this call created it. Insert takes the shard's mutex. A new bucket's word
+// is published like any write: ref is raised to cover its tick first (an
+// eviction's watermark may lie ahead of a reference that no write moved).
+func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, ref *Ref, now fixedpoint.Instant) (b *Bucket, created bool) {
 	s := &t.shards[t.ShardOf(h)].Shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -122,7 +124,9 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoin
 		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
 		s.index.Store(ix)
 	}
-	b = newBucket(key, uint64(l.Full(now.Ceil, s.watermark.Load())))
+	tick := l.FullTick(now.Ceil, s.watermark.Load())
+	ref.Cover(l, ref.Load(), tick)
+	b = newBucket(key, uint64(l.Pack(tick, l.Capacity)))
 	ix.insert(m, b)
 	return b, true
 }

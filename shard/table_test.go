@@ -56,13 +56,14 @@ func TestBucketKeyRoundTrip(t *testing.T) {
 func TestCollidingHashes(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(4, 1)
+	var ref Ref
 	const h = 0xdeadbeef
 	tab.keyHash = func(string) uint64 { return h }
 	var keys []string
 	for i := range 300 {
 		k := fmt.Sprint("key-", i)
 		keys = append(keys, k)
-		b, created := tab.Insert(h, k, l, fixedpoint.Instant{})
+		b, created := tab.Insert(h, k, l, &ref, fixedpoint.Instant{})
 		if !created || b.Key() != k {
 			t.Fatalf("insert %q: created=%v key=%q", k, created, b.Key())
 		}
@@ -72,7 +73,7 @@ func TestCollidingHashes(t *testing.T) {
 		if b == nil || b.Key() != k {
 			t.Fatalf("lookup %q failed", k)
 		}
-		if again, created := tab.Insert(h, k, l, fixedpoint.Instant{}); created || again != b {
+		if again, created := tab.Insert(h, k, l, &ref, fixedpoint.Instant{}); created || again != b {
 			t.Fatalf("second insert of %q created a new bucket", k)
 		}
 	}
@@ -98,7 +99,7 @@ func TestCollidingHashes(t *testing.T) {
 		}
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
-	b, _ := tab.Insert(h, "fresh", l, fixedpoint.Instant{})
+	b, _ := tab.Insert(h, "fresh", l, &ref, fixedpoint.Instant{})
 	if got := l.Resolve(b.Load(), 0); got < 7 {
 		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
 	}
@@ -109,6 +110,7 @@ func TestCollidingHashes(t *testing.T) {
 func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(1, 99)
+	var ref Ref
 	var inserted atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -134,7 +136,7 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	}
 	for i := range 20000 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, l, &ref, fixedpoint.Instant{})
 		inserted.Store(int64(i + 1))
 	}
 	close(stop)
@@ -162,9 +164,10 @@ func TestIndexIsSeeded(t *testing.T) {
 func TestEvictOneBudget(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(2, 3)
+	var ref Ref
 	for i := range 100 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, l, &ref, fixedpoint.Instant{})
 	}
 	visited := 0
 	if tab.EvictOne(10, func(*Bucket) (bool, int64) { visited++; return false, 0 }) {
