@@ -26,6 +26,9 @@ type Result struct {
 	// DeniedBy names the rule that denied (or, for a shadow reason, would
 	// have).
 	DeniedBy string `json:"denied_by,omitempty"`
+	// Detail says why a cost was refused (Status 400): the source and the
+	// bound it broke.
+	Detail string `json:"detail,omitempty"`
 	// RetryAfter is the Retry-After value in seconds, jitter included; 0
 	// when the response carries none.
 	RetryAfter int64 `json:"retry_after,omitempty"`
@@ -34,7 +37,6 @@ type Result struct {
 
 	opts   *options
 	denier *rule
-	detail string // why a cost was refused
 }
 
 // Policy is one applied rule's state after the decision.
@@ -108,12 +110,15 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 		p.Name, p.Mode, p.rule = ru.Name, ru.Mode, ru
 		p.Quota, p.Window = int64(math.Floor(ru.Burst)), int64(math.Ceil(ru.Burst/ru.Rate))
 		p.Key = q.key(ru.keys)
-		if p.Cost = override; override < 0 {
-			var why string
-			if p.Cost, why = ru.cost.cost(r, q.params); why != "" {
-				l.refused(&res, ru, p, why, &refuser, i)
-				continue
-			}
+		var why string
+		if override < 0 {
+			p.Cost, why = ru.cost.cost(r, q.params)
+		} else {
+			p.Cost, why = ru.cost.bound(override, false)
+		}
+		if why != "" {
+			l.refused(&res, ru, p, why, &refuser, i)
+			continue
 		}
 		if !ru.shadow {
 			takes = append(takes, Take{Handle: ru.handle, Key: p.Key, N: p.Cost})
@@ -160,7 +165,7 @@ func (l *Limiter) refused(res *Result, ru *rule, p *Policy, why string, refuser 
 	}
 	*refuser = i
 	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, ReasonInvalidCost, ru.Name
-	res.denier, res.detail = ru, why
+	res.denier, res.Detail = ru, why
 }
 
 // enforce makes the all-or-nothing take of the enforce rules.

@@ -33,7 +33,8 @@ type CheckRequest struct {
 	Headers map[string]string `json:"headers"`
 	Query   map[string]string `json:"query"`
 	// Cost, if set, is the cost under every rule, instead of their
-	// cost_source.
+	// cost_source: at least 0.001, and bounded by each rule's min_cost and
+	// max_cost as a client's cost is (clamped or refused).
 	Cost *float64 `json:"cost"`
 }
 
@@ -95,8 +96,9 @@ func (l *Limiter) CheckHandler() http.Handler {
 func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, string) {
 	override := -1.0
 	if in.Cost != nil {
-		if c := *in.Cost; !(c >= 0) || math.IsInf(c, 1) {
-			return nil, 0, "cost must be a non-negative number"
+		// A cost of 0 would pass free: the smallest cost is a quantum.
+		if c := *in.Cost; !(c >= minCost) || math.IsInf(c, 1) {
+			return nil, 0, fmt.Sprintf("cost must be a number of at least 0.001 (the smallest cost), got %v", c)
 		}
 		override = *in.Cost
 	}

@@ -58,20 +58,37 @@ func (c *costSource) cost(r *http.Request, q func() map[string][]string) (cost f
 	if !ok {
 		return c.def, ""
 	}
+	return c.bound(x, true)
+}
+
+// bound applies min_cost and max_cost to x, a cost chosen outside the rule:
+// by the client, in the header or query parameter of the rule's cost_source
+// (fromRequest), or by the caller of the check API. With cost_source "fixed"
+// there are no bounds.
+func (c *costSource) bound(x float64, fromRequest bool) (cost float64, refused string) {
 	// Compared as charged: a value is rounded up to a quantum (0.0004
 	// costs 0.001).
 	xq, _ := fixedpoint.Quantize(x)
+	var bound, side string
 	switch {
-	case xq < c.minQ && c.reject:
-		return 0, fmt.Sprintf("the cost in %s %s is below min_cost %s", c.what(), quote(c.name), num(c.min))
 	case xq < c.minQ:
-		return c.min, ""
-	case c.maxQ != 0 && xq > c.maxQ && c.reject:
-		return 0, fmt.Sprintf("the cost in %s %s is above max_cost %s", c.what(), quote(c.name), num(c.max))
+		if !c.reject {
+			return c.min, ""
+		}
+		bound, side = num(c.min), "below min_cost"
 	case c.maxQ != 0 && xq > c.maxQ:
-		return c.max, ""
+		if !c.reject {
+			return c.max, ""
+		}
+		bound, side = num(c.max), "above max_cost"
+	default:
+		return x, ""
 	}
-	return x, ""
+	source := `the check API's "cost"`
+	if fromRequest {
+		source = c.what() + " " + quote(c.name)
+	}
+	return 0, fmt.Sprintf("the cost in %s is %s %s", source, side, bound)
 }
 
 func (c *costSource) what() string {

@@ -33,7 +33,7 @@ func (res *Result) Problem() *Problem {
 			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
 	case res.Status == http.StatusBadRequest:
 		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
-			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.detail), Reason: res.Reason}
+			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.Detail), Reason: res.Reason}
 	}
 	ru := res.denier
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,

@@ -220,6 +220,29 @@ func TestCheckAPIKeysKeepTheirBytes(t *testing.T) {
 	}
 }
 
+// The check API's cost obeys each rule's min_cost and max_cost as a
+// client's does: "cost":0 used to pass 1000 times of 1000 on burst 5 with
+// min_cost 1, whatever cost_out_of_range said.
+func TestCheckAPICostIsBounded(t *testing.T) {
+	for _, tt := range []struct{ config, body, want string }{
+		{`"min_cost":1,"max_cost":5,"cost_out_of_range":"reject"`, `{"cost":0}`, `cost must be a number of at least 0.001`},
+		{`"min_cost":1,"max_cost":5,"cost_out_of_range":"reject"`, `{"cost":0.0004}`, `cost must be a number of at least 0.001`},
+		{`"min_cost":1,"max_cost":5,"cost_out_of_range":"reject"`, `{"cost":0.5}`, `the check API's \"cost\" is below min_cost 1`},
+		{`"min_cost":1,"max_cost":5,"cost_out_of_range":"reject"`, `{"cost":6}`, `the check API's \"cost\" is above max_cost 5`},
+		{`"min_cost":1,"max_cost":5,"cost_out_of_range":"reject"`, `{"cost":2}`, `"remaining":3`},
+		{`"default_cost":2,"min_cost":2,"max_cost":4`, `{"cost":1}`, `"remaining":3`},   // clamped to 2
+		{`"default_cost":2,"min_cost":2,"max_cost":4`, `{"cost":4.5}`, `"remaining":1`}, // clamped to 4
+	} {
+		doc := `{"rules":[{"name":"r","limit_keys":["header:x-key"],"algorithm_config":{"rps":0.001,"burst":5,"cost_source":"header:x-cost",` + tt.config + `}}]}`
+		l, _ := newLimiter(t, doc, httplimit.Options{})
+		w := httptest.NewRecorder()
+		l.CheckHandler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(tt.body)))
+		if !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("%s with %s: %s, want %s", tt.body, tt.config, w.Body, tt.want)
+		}
+	}
+}
+
 func TestCheckAPI(t *testing.T) {
 	l, _ := newLimiter(t, tiersDoc, httplimit.Options{TrustedProxies: nil})
 	h := l.CheckHandler()
@@ -240,7 +263,7 @@ func TestCheckAPI(t *testing.T) {
 			t.Errorf("denied check lacks %s: %s", want, w.Body.String())
 		}
 	}
-	for _, bad := range []string{`{"ip":"nope"}`, `{"cost":-1}`, `{"colour":1}`, `not json`, `{} {}`} {
+	for _, bad := range []string{`{"ip":"nope"}`, `{"cost":-1}`, `{"cost":0}`, `{"cost":0.0004}`, `{"colour":1}`, `not json`, `{} {}`} {
 		if w := post(bad); w.Code != 400 || w.Header().Get("Content-Type") != "application/problem+json" {
 			t.Errorf("%s: %d %s, want a 400 problem", bad, w.Code, w.Body.String())
 		}
