@@ -75,6 +75,12 @@ type Config struct {
 	// rounded down to a multiple of 0.001 and must stay at least 1 token.
 	// It must be 0 with the other policies.
 	FallbackShare float64
+	// FallbackMaxKeys bounds the live buckets of the fallback engine
+	// (engine.Config.MaxKeys), so that a flood of new keys during an outage
+	// cannot grow the process without end; keys beyond it share the
+	// engine's overflow bucket. 0 picks 1,000,000; a negative value means
+	// unbounded. It must be 0 with the other policies.
+	FallbackMaxKeys int
 	// BreakAfter is the number of consecutive store failures after which the
 	// Limiter stops calling Redis for BreakFor and answers every call by
 	// OnFailure at once, so that an outage costs each request nothing rather
@@ -99,7 +105,10 @@ const (
 	defaultBreakAfter = 5
 	defaultBreakFor   = time.Second
 	defaultMaxBatch   = 64
-	maxMaxBatch       = 1000
+	// defaultFallbackMaxKeys is serve's --max-keys default, for the same
+	// reason: about 60 MB of buckets at most.
+	defaultFallbackMaxKeys = 1_000_000
+	maxMaxBatch            = 1000
 	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
 	maxExact = 1 << 53
 	// maxPQ bounds the rate fraction's numerator and denominator.
@@ -296,6 +305,9 @@ func (c Config) validate() (*settings, error) {
 		if c.FallbackShare != 0 {
 			return nil, invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", c.FallbackShare)
 		}
+		if c.FallbackMaxKeys != 0 {
+			return nil, invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", c.FallbackMaxKeys)
+		}
 	case Fallback:
 		sh := c.FallbackShare
 		if math.IsNaN(sh) || sh <= 0 || sh > 1 {
@@ -305,7 +317,14 @@ func (c Config) validate() (*settings, error) {
 		if burst < 1 {
 			return nil, invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", sh, c.Burst*sh)
 		}
-		e, err := engine.New(engine.Config{Limit: c.Limit * engine.Limit(sh), Burst: burst})
+		maxKeys := c.FallbackMaxKeys
+		switch {
+		case maxKeys == 0:
+			maxKeys = defaultFallbackMaxKeys
+		case maxKeys < 0:
+			maxKeys = 0 // the engine's unbounded
+		}
+		e, err := engine.New(engine.Config{Limit: c.Limit * engine.Limit(sh), Burst: burst, MaxKeys: maxKeys})
 		if err != nil {
 			return nil, fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, sh, err)
 		}

@@ -35,6 +35,7 @@ func TestBadConfig(t *testing.T) {
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, math.NaN() }, "FallbackShare"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, 0.01 }, "FallbackShare"}, // burst 0.2
 		{func(c *Config) { c.FallbackShare = 0.5 }, "FallbackShare"},
+		{func(c *Config) { c.FallbackMaxKeys = 5 }, "FallbackMaxKeys"},
 	} {
 		cfg := good
 		tc.mod(&cfg)

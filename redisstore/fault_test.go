@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -316,5 +317,34 @@ func TestAllowAllOnFailure(t *testing.T) {
 	k, err = open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 2}}, out)
 	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed || out[1].Remaining != 1 {
 		t.Fatalf("open+fallback beyond the share: denied %d, %v, %+v", k, err, out)
+	}
+}
+
+// While Redis is down, the fallback engine decides; a flood of new keys then
+// fills its table to FallbackMaxKeys and no further, sharing its overflow
+// bucket beyond, instead of growing the process without end.
+func TestFallbackKeysAreBounded(t *testing.T) {
+	dead := "127.0.0.1:" + strconv.Itoa(freePort(t)) // nothing listens
+	l, err := NewGoRedis(newGoRedis(t, dead), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 100 * time.Millisecond,
+		OnFailure: Fallback, FallbackShare: 1, FallbackMaxKeys: 50, BreakAfter: 1, BreakFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	allowed := 0
+	for i := range 1000 {
+		d, err := l.AllowN(context.Background(), "key"+strconv.Itoa(i), 1)
+		if err == nil {
+			t.Fatalf("call %d with Redis down: no error", i)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if n := l.s.fallback.Len(); n != 50 {
+		t.Errorf("fallback engine holds %d buckets, want FallbackMaxKeys, 50", n)
+	}
+	if max := 50 + 10; allowed > max {
+		t.Errorf("%d of 1000 new keys allowed: more than the 50 stored and one overflow burst of 10", allowed)
 	}
 }

@@ -36,6 +36,9 @@ type HTTPStoreOptions struct {
 	// TakeAll then returns the local decision and no error, so the rules'
 	// fail_mode no longer applies.
 	FallbackShare float64
+	// FallbackMaxKeys bounds each rule's fallback buckets
+	// (Config.FallbackMaxKeys): 0 picks 1,000,000, negative is unbounded.
+	FallbackMaxKeys int
 	// OnFallback, if not nil, is called with the error of every call the
 	// fallback answered: errors that httplimit.Options.OnStoreError, which
 	// hears of the others, never sees.
@@ -116,7 +119,7 @@ func (s *HTTPStore) newLimiter(lim httplimit.Limit) (*Limiter, error) {
 		BreakFor:   s.opts.BreakFor,
 	}
 	if s.opts.FallbackShare != 0 {
-		cfg.OnFailure, cfg.FallbackShare = Fallback, s.opts.FallbackShare
+		cfg.OnFailure, cfg.FallbackShare, cfg.FallbackMaxKeys = Fallback, s.opts.FallbackShare, s.opts.FallbackMaxKeys
 	}
 	return newLimiter(s.client, cfg)
 }

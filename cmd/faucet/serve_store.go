@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -109,7 +110,9 @@ func newStore(cfg *serveConfig, logger *slog.Logger, onFallback func(error)) (ht
 		Prefix:        f.prefix,
 		Timeout:       f.timeout,
 		FallbackShare: f.share,
-		OnFallback:    onFallback,
+		// --max-keys bounds every in-memory bucket table, the fallback's too.
+		FallbackMaxKeys: cmp.Or(cfg.maxKeys, -1),
+		OnFallback:      onFallback,
 	})
 	if err != nil {
 		client.Close()
