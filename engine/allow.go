@@ -14,13 +14,14 @@ import (
 // It is the hot path, so it skips what AllowN needs for an arbitrary cost and
 // a full Decision: the cost is one token in quanta, and a key that has a live
 // bucket is decided by one lookup and one Bucket.Take. Anything else (a new
-// key, a bucket evicted under us) goes through decide.
+// key, a bucket evicted or replaced under us, a take past its bucket's epoch)
+// goes through take.
 func (e *Engine) Allow(key string) bool {
 	key = BoundedKey(key)
 	ns := e.nanosNow()
 	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
 		l := e.layout
-		if s, live := b.Take(l, &e.ref, l.At(ns), fixedpoint.QuantaPerToken); live {
+		if s, st := b.Take(l, l.At(ns), fixedpoint.QuantaPerToken); st == shard.Done {
 			e.count(s.Allowed)
 			return s.Allowed
 		}
@@ -45,12 +46,7 @@ func (e *Engine) AllowN(key string, n float64) Decision {
 // A new key's bucket starts full. n == 0 peeks: allowed, nothing taken, no
 // bucket created. n > Burst, n < 0, NaN and infinities are denied with
 // RetryAfter InfDuration and change nothing. A denied call changes nothing
-// either, so polling a drained bucket does not delay its refill. (One
-// exception keeps packed timestamps inside the horizon: a peek or denial on a
-// bucket last updated more than half of Precision().Horizon before the
-// engine's newest update rewrites it with the tokens it refilled to, stamped
-// at the call's time, as a sweep does; a later call with an earlier time then
-// counts from that call.)
+// either, so polling a drained bucket does not delay its refill.
 //
 // On a key that has a bucket AllowAt takes no lock and allocates nothing.
 func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
@@ -65,11 +61,8 @@ func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	l := e.layout
 	now := l.At(e.nanosAt(t))
 	key = BoundedKey(key)
-	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
-		if _, tokens, live := b.Peek(l, &e.ref, now); live {
-			return fixedpoint.TokensOf(tokens)
-		}
-		// Evicted under us: it was full, as a new bucket would be.
+	if _, tokens, ok := e.stateOf(shard.Hash(key), key, now); ok {
+		return fixedpoint.TokensOf(tokens)
 	}
 	if e.tableFull(now) {
 		if e.onFull == FullDeny {
@@ -96,29 +89,15 @@ func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
 	if !ok || cost > l.Capacity {
 		return e.never(ns, key)
 	}
-	now := l.At(ns)
-	h := shard.Hash(key)
-	b := e.table.Lookup(h, key)
-	overflowed := false
-	for {
-		if b == nil {
-			if cost == 0 {
-				e.allowed.add()
-				return Decision{Allowed: true, Remaining: e.burst}
-			}
-			var d Decision
-			if b, d = e.create(h, key, now, ns, &overflowed); b == nil {
-				return d
-			}
-		}
-		s, live := b.Take(l, &e.ref, now, cost)
-		if live {
-			return e.decision(s, ns, cost, detail)
-		}
-		// Evicted between lookup and take: the bucket was full and has
-		// been (or is being) unlinked; create afresh under the shard lock.
-		b = nil
+	s, _, out, d := e.takeKey(shard.Hash(key), key, l.At(ns), ns, cost)
+	switch out {
+	case unstored:
+		e.allowed.add()
+		return Decision{Allowed: true, Remaining: e.burst}
+	case refused:
+		return d
 	}
+	return e.decision(s, ns, cost, detail)
 }
 
 // decision turns a fixedpoint step into a Decision and counts it.
@@ -172,12 +151,9 @@ func (e *Engine) never(ns int64, key string) Decision {
 	e.denied.add()
 	d := Decision{Remaining: e.burst, RetryAfter: InfDuration}
 	l := e.layout
-	now := l.At(ns)
-	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
-		if at, tokens, live := b.Peek(l, &e.ref, now); live {
-			d.Remaining = fixedpoint.TokensOf(tokens)
-			d.ResetAfter = e.wait(at, tokens, l.Capacity, ns)
-		}
+	if at, tokens, ok := e.stateOf(shard.Hash(key), key, l.At(ns)); ok {
+		d.Remaining = fixedpoint.TokensOf(tokens)
+		d.ResetAfter = e.wait(at, tokens, l.Capacity, ns)
 	}
 	return d
 }

@@ -66,9 +66,9 @@ func AllowAllAt(t time.Time, takes []Take, out []Decision) int {
 // held is one take of an AllowAll in flight: what to give back if a later
 // take is denied.
 type held struct {
-	// b is the bucket the tokens were taken from (the key's, or the
-	// overflow bucket); nil if nothing was taken (a peek, or a denial).
-	b *shard.Bucket
+	// p is where the tokens were taken from (the key's bucket, or the
+	// overflow bucket); p.b is nil if nothing was taken (a peek, a denial).
+	p place
 	// key is the take's key, as BoundedKey stores it.
 	key string
 	// at is the tick the take stored; ns the time of the decision.
@@ -125,7 +125,7 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 	for i := len(hs) - 1; i >= 0; i-- {
 		e, h := takes[i].Engine, hs[i]
 		e.denied.add()
-		if h.b != nil {
+		if h.p.b != nil {
 			out[i] = e.give(h)
 		} else {
 			out[i] = e.peek(h.ns, h.key, h.cost)
@@ -158,38 +158,24 @@ func (e *Engine) nanosFor(t time.Time, explicit bool) int64 {
 // (BoundedKey), as for peek.
 func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	l := e.layout
-	now := l.At(ns)
-	h := shard.Hash(key)
-	b := e.table.Lookup(h, key)
-	overflowed := false
-	for {
-		if b == nil {
-			if cost == 0 {
-				return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
-			}
-			var d Decision
-			if b, d = e.create(h, key, now, ns, &overflowed); b == nil {
-				return d, held{key: key, ns: ns, cost: cost, counted: true}
-			}
-		}
-		s, live := b.Take(l, &e.ref, now, cost)
-		if !live {
-			b = nil // evicted between lookup and take: create afresh
-			continue
-		}
-		if !s.Allowed {
-			return e.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
-		}
-		d := Decision{
-			Allowed:    true,
-			Remaining:  fixedpoint.TokensOf(s.Tokens),
-			ResetAfter: e.wait(s.At, s.Tokens, l.Capacity, ns),
-		}
-		if cost == 0 {
-			return d, held{key: key, ns: ns}
-		}
-		return d, held{b: b, key: key, at: s.At, ns: ns, cost: cost}
+	s, p, out, d := e.takeKey(shard.Hash(key), key, l.At(ns), ns, cost)
+	switch {
+	case out == unstored:
+		return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
+	case out == refused:
+		return d, held{key: key, ns: ns, cost: cost, counted: true}
+	case !s.Allowed:
+		return e.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
 	}
+	d = Decision{
+		Allowed:    true,
+		Remaining:  fixedpoint.TokensOf(s.Tokens),
+		ResetAfter: e.wait(s.At, s.Tokens, l.Capacity, ns),
+	}
+	if cost == 0 {
+		return d, held{key: key, ns: ns}
+	}
+	return d, held{p: p, key: key, at: s.At, ns: ns, cost: cost}
 }
 
 // give returns the cost quanta of h to its bucket, at the instant of the take,
@@ -206,18 +192,24 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 // exactly.
 //
 // Lock-free like shard.Bucket.Take: load, compute, CompareAndSwap, retry on
-// a lost race. An evicted bucket was full, as is the key's next bucket:
-// nothing is due.
+// a lost race. A bucket replaced by one of a later epoch is followed to its
+// successor. An evicted bucket was full, and so is whatever the key has now
+// unless takes since drained it, each of which found the refill since h.at
+// at least h.cost (the bucket was full after the take): nothing is due.
 func (e *Engine) give(h held) Decision {
 	l := e.layout
 	now := l.At(h.ns)
+	p := h.p
 	for {
-		w := h.b.Load()
+		w := p.b.Load()
 		if w == fixedpoint.Tomb {
-			return e.peek(h.ns, h.key, h.cost)
+			if p = e.successor(shard.Hash(h.key), h.key, p); p.b == nil {
+				return e.peek(h.ns, h.key, h.cost)
+			}
+			continue
 		}
-		r := e.ref.Load()
-		_, at, tokens := l.Advance(w, r, now)
+		base := p.b.Base(l)
+		_, at, tokens := l.Advance(w, base, now)
 		back := h.cost
 		if at > h.at {
 			back -= min(back, l.Credit(h.at, min(uint64(at-h.at), l.FillTicks)))
@@ -233,8 +225,13 @@ func (e *Engine) give(h held) Decision {
 			// was full before the take, and h.at is already that boundary.)
 			at = l.Boundary(max(at, now.Ceil))
 		}
-		e.ref.Cover(l, r, at)
-		if h.b.CompareAndSwap(w, l.Pack(at, tokens)) {
+		if next, ok := l.Pack(base, at, tokens); ok {
+			if p.b.CompareAndSwap(w, next) {
+				return e.after(at, tokens, h.cost, h.ns)
+			}
+			continue
+		}
+		if _, ok := e.replace(shard.Hash(h.key), h.key, p, w, at, tokens); ok {
 			return e.after(at, tokens, h.cost, h.ns)
 		}
 	}
@@ -245,10 +242,8 @@ func (e *Engine) give(h held) Decision {
 func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
 	l := e.layout
 	now := l.At(ns)
-	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
-		if at, tokens, live := b.Peek(l, &e.ref, now); live {
-			return e.after(at, tokens, cost, ns)
-		}
+	if at, tokens, ok := e.stateOf(shard.Hash(key), key, now); ok {
+		return e.after(at, tokens, cost, ns)
 	}
 	d := Decision{Remaining: e.burst}
 	switch {

@@ -17,42 +17,41 @@ const evictBudget = 256
 // the freed room to another new key before giving up.
 const maxReserveTries = 3
 
-// create inserts a bucket for key and returns it. If MaxKeys buckets are live
-// and none can be evicted it returns the overflow bucket instead (FullShare),
-// or nil and the capacity denial (FullDeny), counted. overflowed is the
-// call's own: a call that retries after its overflow bucket was evicted
-// under it is counted in Stats.Overflow once.
-func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, overflowed *bool) (*shard.Bucket, Decision) {
+// create inserts a bucket for key and returns its place. If MaxKeys buckets
+// are live and none can be evicted it returns the overflow bucket instead
+// (FullShare), or no bucket and the capacity denial (FullDeny), counted.
+// overflowed is the call's own: a call that retries after its overflow
+// bucket was evicted under it is counted in Stats.Overflow once.
+func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, overflowed *bool) (place, Decision) {
 	if !e.reserve(now) {
 		if !*overflowed {
 			*overflowed = true
 			e.overflow.Add(1)
 		}
 		if e.onFull == FullShare {
-			return e.overflowBucket(now), Decision{}
+			return place{b: e.overflowBucket(now), spill: true}, Decision{}
 		}
 		e.denied.add()
-		return nil, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
+		return place{}, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
 	}
-	b, created := e.table.Insert(h, key, e.layout, &e.ref, e.bornAt(now))
+	b, created := e.table.Insert(h, key, e.layout, e.bornAt(now))
 	if !created {
 		e.live.Add(-1) // someone else created it first; give back the room
 	}
-	return b, Decision{}
+	return place{b: b}, Decision{}
 }
 
 // bornAt is the instant a new bucket, created by a call at now, is full
 // from. A new bucket is full at every tick since its shard's last eviction,
-// so it is stamped as early as its word safely holds (RefStep below the
-// reference tick; Insert raises that to the eviction), not at this call's
-// time. A caller with an earlier time whose take lands on the new bucket
-// before this call's own take is then decided at its own time, as if it had
-// come first, rather than at this call's (P14).
+// so it is stamped early, a quarter of an epoch's span before now (Insert
+// raises that to the eviction), not at this call's time. A caller with an
+// earlier time whose take lands on the new bucket before this call's own take
+// is then decided at its own time, as if it had come first, rather than at
+// this call's (P14). The stamp's epoch leaves this call's own take room: now
+// lies less than three quarters of the span past the epoch's base.
 func (e *Engine) bornAt(now fixedpoint.Instant) fixedpoint.Instant {
-	if early := e.ref.Load() - e.layout.RefStep; early < now.Ceil {
-		return fixedpoint.Instant{Tick: early, Ceil: early}
-	}
-	return now
+	early := now.Ceil - int64(1)<<(e.layout.TickBits-2)
+	return fixedpoint.Instant{Tick: early, Ceil: early}
 }
 
 // reserve counts one more live bucket, evicting a full one first if MaxKeys
@@ -111,9 +110,8 @@ func (e *Engine) capacityWait(tick, ns int64) time.Duration {
 }
 
 // evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at
-// now, and renews the word if it is older than the layout's Renew age. It
-// returns whether it evicted, the tick the eviction was decided at, and
-// otherwise the tick from which the bucket will be full if left alone.
+// now. It returns whether it evicted, the tick the eviction was decided at,
+// and otherwise the tick from which the bucket will be full if left alone.
 //
 // A bucket whose last update is later than now (a clock behind the bucket)
 // is never evicted. The eviction is one CompareAndSwap from the word that
@@ -122,13 +120,13 @@ func (e *Engine) capacityWait(tick, ns int64) time.Duration {
 // at no earlier tick: eviction never loses a take.
 func (e *Engine) evictIfFull(b *shard.Bucket, now fixedpoint.Instant) (evicted bool, at, fullAt int64) {
 	l := e.layout
+	base := b.Base(l)
 	for {
 		w := b.Load()
 		if w == fixedpoint.Tomb {
 			return false, 0, math.MaxInt64
 		}
-		r := e.ref.Load()
-		last, at, tokens := l.Advance(w, r, now)
+		last, at, tokens := l.Advance(w, base, now)
 		if now.Tick < last {
 			return false, 0, last
 		}
@@ -137,12 +135,6 @@ func (e *Engine) evictIfFull(b *shard.Bucket, now fixedpoint.Instant) (evicted b
 				return true, at, 0
 			}
 			continue
-		}
-		if last < now.Tick-l.Renew {
-			// Renew an old word so that it stays inside the horizon. The
-			// state is the same: the refill grid is absolute.
-			e.ref.Cover(l, r, at)
-			b.CompareAndSwap(w, l.Pack(at, tokens))
 		}
 		return false, 0, at + int64(l.TicksUntil(at, tokens, l.Capacity))
 	}

@@ -48,6 +48,49 @@ func TestFrozenClockExactAdmission(t *testing.T) {
 	}
 }
 
+// The first takes after a long gap lie past the span of the bucket's packed
+// timestamp: one of them replaces the bucket (under the shard's mutex) while
+// the others race it on the old and the new. Exactly the burst is admitted,
+// for a key's own bucket and for the overflow bucket of a full table.
+func TestFrozenClockPastTheSpanExact(t *testing.T) {
+	for _, overflow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("overflow=%v", overflow), func(t *testing.T) {
+			cfg := engine.Config{Limit: 100, Burst: 1e6, SweepInterval: -1} // a span of 68.7 s
+			if overflow {
+				cfg.MaxKeys = 1
+			}
+			e := newEngine(t, cfg)
+			e.AllowAt(t0, "k", 1e6)
+			far := at(400 * 24 * time.Hour) // full again, 400 days on
+			if overflow {
+				e.AllowAt(t0, "other", 1e6) // drains the overflow bucket
+				// Drains k again just before: not full, so not evictable,
+				// and the table stays full for the overflowing keys.
+				e.AllowAt(far.Add(-time.Millisecond), "k", 1e6)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					key := "k"
+					if overflow {
+						key = fmt.Sprint("new", g) // every key overflows
+					}
+					for range 400 {
+						if e.AllowAt(far, key, 1000).Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != 1000 {
+				t.Errorf("admitted %d takes of 1000 at one instant from a full bucket of 1e6, want 1000", got)
+			}
+		})
+	}
+}
+
 // Mixed costs: whatever interleaving, admitted tokens never exceed the burst.
 func TestFrozenClockMixedCosts(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 500})

@@ -31,12 +31,11 @@ type Config struct {
 	// rebuilt, under the shard's mutex, each time it doubles, so more shards
 	// mean shorter pauses for inserts; an empty shard costs about 200 bytes.
 	Shards int
-	// SweepInterval is how often the background sweeper evicts full buckets
-	// and renews old words. 0 picks 10 s (or a quarter of the horizon if that
-	// is shorter); a negative value starts no sweeper, for engines driven by
-	// a virtual clock, which must then call SweepAt themselves. A positive
-	// value must lie between 1 ms and a quarter of the horizon (Precision):
-	// at least 17.18 s for every Burst.
+	// SweepInterval is how often the background sweeper evicts full
+	// buckets, which only frees memory: decisions are the same with or
+	// without sweeps. 0 picks 10 s; a negative value starts no sweeper
+	// (engines on a virtual clock call SweepAt when they like); a positive
+	// value must be at least 1 ms.
 	SweepInterval time.Duration
 	// MaxKeys bounds the number of live buckets at every instant; 0 means
 	// unbounded. When it is reached a new key first evicts a full bucket
@@ -135,18 +134,16 @@ func (c *Config) shards(procs int) (int, error) {
 	return n, nil
 }
 
-// sweepInterval validates SweepInterval against the layout's horizon and
-// returns the interval to use (negative: no sweeper).
-func (c *Config) sweepInterval(l *fixedpoint.Layout) (time.Duration, error) {
-	limit := time.Duration(l.HorizonNanos() / 4)
+// sweepInterval validates SweepInterval and returns the interval to use
+// (negative: no sweeper).
+func (c *Config) sweepInterval() (time.Duration, error) {
 	switch {
 	case c.SweepInterval < 0:
 		return -1, nil
 	case c.SweepInterval == 0:
-		return min(defaultSweep, limit), nil
-	case c.SweepInterval < minSweep || c.SweepInterval > limit:
-		return 0, invalid("SweepInterval must be negative (no sweeper), 0 (default) or between %v and %v (a quarter of the horizon for Burst %v), got %v",
-			minSweep, limit, c.Burst, c.SweepInterval)
+		return defaultSweep, nil
+	case c.SweepInterval < minSweep:
+		return 0, invalid("SweepInterval must be negative (no sweeper), 0 (default 10s) or at least %v, got %v", minSweep, c.SweepInterval)
 	}
 	return c.SweepInterval, nil
 }

@@ -30,8 +30,9 @@ type Precision struct {
 	// Tick is the time resolution of refill: decisions see times rounded
 	// down to a multiple of Tick.
 	Tick time.Duration
-	// Horizon is the span of the packed timestamp. Live buckets must be
-	// swept (or touched) at least every Horizon/4; SweepInterval is bounded by
-	// it.
+	// Horizon is the span of the packed timestamp past the base of a
+	// bucket's epoch. A bucket whose own updates move it more than half a
+	// Horizon to a Horizon past its base is replaced by one of a later
+	// epoch, which costs one allocation; nothing else depends on it.
 	Horizon time.Duration
 }

@@ -22,8 +22,11 @@
 // Allow, AllowN, AllowAt and TokensAt take no lock and allocate nothing: a
 // hash, an atomic index lookup, and a CompareAndSwap loop on the bucket's one
 // 64-bit word. The first use of a key takes its shard's mutex to insert the
-// bucket. Decisions are linearizable per key: each one takes effect at one
-// instant between the call and its return.
+// bucket, and so does, at most once per half a Precision().Horizon of a
+// bucket's own progress, a take whose time lies past the span of its
+// bucket's packed timestamp: the bucket is then replaced by one that holds
+// it (one allocation). Decisions are linearizable per key: each one takes
+// effect at one instant between the call and its return.
 //
 // # Time
 //
@@ -33,7 +36,9 @@
 // counts as that update: it neither adds tokens nor moves the bucket back, so
 // goroutines that read the clock and then lose a race cannot mint tokens (this
 // is stricter than golang.org/x/time/rate, which rebases the bucket to the
-// earlier time).
+// earlier time). Each bucket's state is exact on its own, whatever other keys
+// do: a clock that jumps by years, a process stopped for a month or an engine
+// that is never swept reads every bucket as the exact bucket would.
 //
 // # Accuracy
 //
@@ -48,7 +53,7 @@
 //
 // # Memory
 //
-// A live key costs about 40 bytes with a 13-byte key, key bytes included; a
+// A live key costs about 49 bytes with a 13-byte key, key bytes included; a
 // key longer than MaxKeyBytes is stored as a 33-byte digest (BoundedKey), so
 // no key costs more than about 160 bytes, whoever chose it. A background
 // sweeper (SweepInterval) evicts buckets that are full, which is lossless

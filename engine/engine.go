@@ -22,8 +22,6 @@ import (
 type Engine struct {
 	layout *fixedpoint.Layout
 	table  *shard.Table
-	// ref is the reference tick against which packed words are resolved.
-	ref shard.Ref
 	// epoch is the first time the engine was given (or read from the clock);
 	// ticks count from it. Set once, by CompareAndSwap from nil.
 	epoch atomic.Pointer[time.Time]
@@ -67,7 +65,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	sweep, err := cfg.sweepInterval(l)
+	sweep, err := cfg.sweepInterval()
 	if err != nil {
 		return nil, err
 	}

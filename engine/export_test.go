@@ -20,7 +20,7 @@ func (e *Engine) HoldAt(t time.Time, key string, n float64) (Decision, Held) {
 // GiveBack gives a held take back, as a denied AllowAllAt does.
 // A held peek has no bucket and nothing to give back.
 func (e *Engine) GiveBack(h Held) Decision {
-	if h.b == nil {
+	if h.p.b == nil {
 		return e.peek(h.ns, h.key, h.cost)
 	}
 	return e.give(h)

@@ -87,7 +87,7 @@ func TestOverflowDeny(t *testing.T) {
 }
 
 // A sweep evicts the overflow bucket once it is full (lossless: a new one
-// starts full) and renews it when old, like any bucket; it is no key's, so
+// starts full), like any bucket; it is no key's, so
 // it counts in neither Len nor Evicted.
 func TestSweepEvictsTheOverflowBucket(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 1, SweepInterval: -1})

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -205,5 +206,41 @@ func TestNewBucketAfterAFarSweepKeepsItsStamp(t *testing.T) {
 				t.Errorf("drained at %v (the eviction), 1000 tokens at %v: %+v, want denied", gap, gap, d)
 			}
 		})
+	}
+}
+
+// A clock jump, or a sweeper that falls behind, must never withhold tokens.
+// An idle key's word used to resolve against a reference tick that other
+// keys moved: after a key "busy" took at t0+jump, key "idle", drained at t0,
+// read 132.9 tokens where the exact bucket holds 18,000 (burst 1e5, 30 min),
+// 387.8 where it holds 1,000,000 (burst 1e6, 30 days). A bucket's word now
+// resolves against its own epoch.
+func TestClockJumpsKeepIdleBucketsExact(t *testing.T) {
+	jumps := []time.Duration{time.Minute, 30 * time.Minute, 30 * time.Hour, 30 * 24 * time.Hour, 366 * 24 * time.Hour, 100 * 366 * 24 * time.Hour}
+	for _, c := range []struct{ burst, rate float64 }{{1, 10}, {50, 10}, {1e5, 10}, {1e6, 10}, {1e9, 1000}} {
+		for _, jump := range jumps {
+			for _, sweep := range []bool{false, true} {
+				t.Run(fmt.Sprintf("burst=%g/jump=%v/sweep=%v", c.burst, jump, sweep), func(t *testing.T) {
+					e := newEngine(t, engine.Config{Limit: engine.Limit(c.rate), Burst: c.burst, Shards: 1, SweepInterval: -1})
+					e.AllowAt(t0, "idle", c.burst)
+					e.AllowAt(t0, "busy", 1)
+					if sweep {
+						e.SweepAt(at(jump / 2)) // evicts the full busy bucket, leaves idle
+					}
+					e.AllowAt(at(jump), "busy", 1)
+					exact := min(c.burst, c.rate*jump.Seconds())
+					// The documented rounding bound (README, Semantics).
+					tickRefill := c.rate * e.Precision().Tick.Seconds()
+					slack := 0.002 + max(0.001, tickRefill) + 3*tickRefill
+					if got := e.TokensAt(at(jump), "idle"); got > exact || exact-got >= slack {
+						t.Errorf("idle holds %v, exact %v (slack %v)", got, exact, slack)
+					}
+					take := math.Floor((exact-slack)*1000) / 1000
+					if d := e.AllowAt(at(jump), "idle", take); !d.Allowed {
+						t.Errorf("taking %v of the exact %v tokens: %+v", take, exact, d)
+					}
+				})
+			}
+		}
 	}
 }

@@ -7,16 +7,16 @@ import (
 	"github.com/faucetgo/faucet/shard"
 )
 
-// SweepAt evicts every bucket that is full at time t and renews buckets older
-// than a quarter of the horizon, one shard at a time, and returns how many it
-// evicted (the overflow bucket of FullShare is swept too, but not counted). Eviction is lossless: only full buckets go, and a full bucket is
-// what a new key starts with. A later call with a time before t sees an
-// evicted key as full at t, a renewed one as it was at t, and a new key of
-// the same shard as created no earlier than t.
+// SweepAt evicts every bucket that is full at time t, one shard at a time,
+// and returns how many it evicted (the overflow bucket of FullShare is swept
+// too, but not counted). Eviction is lossless: only full buckets go, and a
+// full bucket is what a new key starts with. A later call with a time before
+// t sees an evicted key as full at t, and a new key of the same shard as
+// created no earlier than t.
 //
-// An engine driven by a virtual clock (SweepInterval < 0) must call SweepAt
-// with that clock at least every Precision().Horizon/4 of it; otherwise
-// buckets untouched for longer may refill late (never early).
+// Sweeps only free memory: an engine that is never swept decides alike. An
+// engine on a virtual clock (SweepInterval < 0) calls SweepAt as often as it
+// wants its memory back.
 func (e *Engine) SweepAt(t time.Time) int {
 	now := e.layout.At(e.nanosAt(t))
 	n := 0

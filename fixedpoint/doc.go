@@ -19,9 +19,10 @@
 // largest burst, MaxTokenBits). A token field of all ones is never a count; the
 // all-ones word, Tomb, marks an evicted bucket.
 //
-// The tick field keeps the low T bits of the bucket's last update, in ticks of
-// 2^TickShift nanoseconds since the engine's epoch. TickShift is the smallest
-// value that makes the horizon 2^(T+TickShift) ns at least 2^36 ns (68.7 s):
+// The tick field keeps the bucket's last update, in ticks of 2^TickShift
+// nanoseconds since the engine's epoch, relative to the base of the bucket's
+// epoch (below). TickShift is the smallest value that makes the span of the
+// field, the horizon 2^(T+TickShift) ns, at least 2^36 ns (68.7 s):
 //
 //	Burst      W   T   tick     horizon
 //	1         10  54   1 ns     208 days
@@ -33,17 +34,20 @@
 // Both units depend on the burst only, never on the rate: the rate lives in the
 // Layout, so a later change of rate needs no rewrite of any word.
 //
-// # Wrap
+// # Epochs
 //
-// A wrapped tick field is restored (Resolve) against a reference tick that the
-// engine keeps at most Horizon/16 below the newest tick ever written: of the
-// ticks with those low bits it takes the one in (ref+Horizon/8-Horizon,
-// ref+Horizon/8]. The engine rewrites any word older than Horizon/2 when it is
-// touched, and its sweeper renews or evicts every word at least every
-// Horizon/4, so live words stay inside the window and a process can run for
-// years. A word left outside (a sweeper stalled for more than about 3/8 of the
-// horizon, or a clock that jumps more than that in one step) resolves to a
-// tick later than the truth: it can withhold tokens, never create them.
+// Time is cut into epochs of half a horizon (2^(T-1) ticks; EpochOf, Base).
+// Every bucket has an epoch for its whole life, kept beside its word rather
+// than in it, and its word holds the tick of its last update minus the epoch's
+// base: any tick from the base to a horizon after it. A word is therefore
+// exact on its own, whatever time it is read at and whatever other buckets
+// have done: an idle bucket read after a jump of the clock of any length,
+// or after a process was stopped for a month, holds exactly what it refilled.
+// A new bucket takes the epoch whose first half holds its stamp, so it has at
+// least half a horizon of later ticks; a write past its span cannot be packed
+// (Pack, Step.NeedsEpoch), and the bucket is then replaced by one of the
+// epoch of that write: one allocation per half a horizon of a bucket's own
+// progress, at most.
 //
 // # Refill and rounding
 //

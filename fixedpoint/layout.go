@@ -60,13 +60,10 @@ type Layout struct {
 	// FillTicks is a number of ticks that refills an empty bucket to full
 	// from any starting tick; longer gaps are cut to it before multiplying.
 	FillTicks uint64
-	// Lead is how far past the reference tick a word's tick may lie
-	// (Horizon/8); RefStep is how far past the reference a write may go before
-	// the reference must be raised (Horizon/16); Stale is the age beyond which
-	// a word is rewritten when it is touched (Horizon/2); Renew the age
-	// beyond which the sweeper rewrites it (Horizon/4: a word a sweep misses
-	// is still inside the window after two more sweeps).
-	Lead, RefStep, Stale, Renew int64
+	// EpochShift is log2 of an epoch's length in ticks: half the span of the
+	// tick field (TickBits-1), so that a word stamped in the first half of
+	// its epoch (EpochOf) has at least that much room to move forward.
+	EpochShift uint
 
 	tokenMask uint64
 	tickMask  uint64
@@ -97,16 +94,14 @@ func NewLayout(capacity uint64, tokensPerSecond float64) (*Layout, error) {
 	}
 	l.tokenMask = 1<<w - 1
 	l.tickMask = 1<<l.TickBits - 1
-	l.Lead = 1 << (l.TickBits - 3)
-	l.RefStep = 1 << (l.TickBits - 4)
-	l.Stale = 1 << (l.TickBits - 1)
-	l.Renew = 1 << (l.TickBits - 2)
+	l.EpochShift = l.TickBits - 1
 	// FillTicks = ceil(Capacity * den / RateNum); it must leave the clamped
-	// time range room, and a quantum's refill must take well under Lead,
-	// because a full bucket is stored at its next quantum boundary.
+	// time range room, and a quantum's refill must take well under an
+	// epoch, because a full bucket is stored at its next quantum boundary,
+	// up to a quantum's refill after the write that found it full.
 	fill := l.ticksFor(capacity, u128{})
 	perQuantum := l.ticksFor(1, u128{})
-	if fill == 0 || fill > 1<<(61-l.TickShift) || perQuantum > uint64(l.Lead/4) {
+	if fill == 0 || fill > 1<<(61-l.TickShift) || perQuantum > 1<<(l.EpochShift-3) {
 		return nil, ErrRange
 	}
 	l.FillTicks = fill

@@ -238,7 +238,7 @@ func TestStoredFullTickIsKept(t *testing.T) {
 	if b := l.Boundary(1); b != 9260 || l.Boundary(b) != 18519 {
 		t.Fatalf("Boundary(1) = %d, Boundary of that = %d; want 9260, 18519", b, l.Boundary(b))
 	}
-	w := l.Full(1, 0)
+	w, _ := l.Pack(0, l.FullTick(1, 0), l.Capacity)
 	for _, now := range []Instant{{0, 0}, {1, 1}, {9259, 9259}} {
 		if _, at, tokens := l.Advance(w, 0, now); at != 9260 || tokens != l.Capacity {
 			t.Errorf("Advance(full at 9260, now %v) = at %d, %d quanta; want 9260, full", now, at, tokens)
@@ -266,7 +266,7 @@ func TestStoredFullTickIsKept(t *testing.T) {
 		if b > x && grid(l, b).Cmp(grid(l, b-1)) <= 0 {
 			t.Fatalf("Boundary(%d) = %d is not where the grid steps", x, b)
 		}
-		w := l.Pack(b, l.Capacity)
+		w, _ := l.Pack(b, b, l.Capacity)
 		if _, at, _ := l.Advance(w, b, Instant{b - 1, b - 1}); at != b {
 			t.Fatalf("Advance moved a bucket stored full at %d to %d for a time before it", b, at)
 		}

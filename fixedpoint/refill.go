@@ -150,20 +150,16 @@ func (l *Layout) FullTick(ceil, known int64) int64 {
 	return l.Boundary(ceil)
 }
 
-// Full returns the word of a bucket found full at tick ceil, and known to be
-// full at tick known (see FullTick; any tick at or before ceil if nothing is
-// known).
-func (l *Layout) Full(ceil, known int64) Word { return l.Pack(l.FullTick(ceil, known), l.Capacity) }
-
-// Advance returns the state of w at now: last is the resolved tick of w's
-// update, at = max(last, now.Tick) is the tick the state is taken at, and
+// Advance returns the state of w, a word of a bucket whose epoch starts at
+// base, at now: last is the tick of w's update, at = max(last, now.Tick) is
+// the tick the state is taken at, and
 // tokens the refilled count, at most Capacity. A bucket found full is taken
 // at FullTick(now.Ceil, last) instead, and one that fills within now's tick
 // (now.Tick < now.Ceil) keeps its count but is taken at Boundary(now.Ceil). A now before last
 // counts as last: an earlier time never adds tokens and never moves a bucket
 // back, nor forward if it was stored full.
-func (l *Layout) Advance(w Word, ref int64, now Instant) (last, at int64, tokens uint64) {
-	last = l.Resolve(w, ref)
+func (l *Layout) Advance(w Word, base int64, now Instant) (last, at int64, tokens uint64) {
+	last = l.Resolve(w, base)
 	tokens = l.Tokens(w)
 	at = max(last, now.Tick)
 	if at > last && tokens < l.Capacity {

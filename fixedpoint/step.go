@@ -5,8 +5,10 @@ package fixedpoint
 // It has four fields so that the compiler keeps it in registers: a fifth
 // (a Write flag) made every take build it in memory and copy it twice.
 type Step struct {
-	// Next is the word to publish, or Tomb when nothing is to be written
-	// (Tomb is never the word of a live bucket, so it cannot be meant).
+	// Next is the word to publish, or Tomb when nothing is to be written (a
+	// denial, a peek) or when the new state does not fit the bucket's epoch
+	// (see NeedsEpoch). Tomb is never the word of a live bucket, so it
+	// cannot be meant.
 	Next Word
 	// At is the tick the decision was taken at: max(last update, now), or
 	// the next quantum boundary when the bucket was full (see Boundary).
@@ -18,22 +20,22 @@ type Step struct {
 	Allowed bool
 }
 
-// Write reports that Next must be stored: after a take, or to renew a word
-// older than Stale (same state, fresher tick).
+// Write reports that Next must be stored.
 func (s Step) Write() bool { return s.Next != Tomb }
 
-// Take computes taking cost quanta (cost <= Capacity) from w at now,
-// with ref the engine's reference tick. A denied take and a peek (cost 0)
-// leave the state as it was; they write only to renew a word older than
-// Stale, which the fixed refill grid makes invisible to later decisions.
-func (l *Layout) Take(w Word, ref int64, now Instant, cost uint64) Step {
-	last, at, tokens := l.Advance(w, ref, now)
+// NeedsEpoch reports a take that was allowed but whose state, stamped At,
+// lies past the span of its bucket's epoch: the bucket must be replaced by
+// one of epoch EpochOf(At) holding Tokens at At.
+func (s Step) NeedsEpoch(cost uint64) bool { return s.Allowed && cost > 0 && s.Next == Tomb }
+
+// Take computes taking cost quanta (cost <= Capacity) from w, a word of a
+// bucket whose epoch starts at base, at now. A denied take and a peek (cost
+// 0) change nothing and write nothing.
+func (l *Layout) Take(w Word, base int64, now Instant, cost uint64) Step {
+	_, at, tokens := l.Advance(w, base, now)
 	if cost > 0 && tokens >= cost {
-		return Step{Next: l.Pack(at, tokens-cost), At: at, Tokens: tokens - cost, Allowed: true}
+		next, _ := l.Pack(base, at, tokens-cost) // Tomb if it does not fit
+		return Step{Next: next, At: at, Tokens: tokens - cost, Allowed: true}
 	}
-	s := Step{Next: Tomb, At: at, Tokens: tokens, Allowed: cost == 0}
-	if at > last && last < ref-l.Stale {
-		s.Next = l.Pack(at, tokens)
-	}
-	return s
+	return Step{Next: Tomb, At: at, Tokens: tokens, Allowed: cost == 0}
 }

@@ -5,41 +5,55 @@ import (
 	"testing"
 )
 
+// Every tick in an epoch's span packs and resolves to itself, with every
+// token count; ticks outside the span do not pack.
 func TestPackRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for range 10000 {
 		l, _, _ := randomLayout(rng)
-		ref := rng.Int64N(1<<60) - 1<<59
-		// Any tick in the window resolves to itself.
-		tick := ref + l.Lead - rng.Int64N(int64(1)<<l.TickBits)
+		span := int64(1) << l.TickBits
+		ns := rng.Int64N(maxTimeNanos) // the clamped range, either side
+		if rng.IntN(2) == 0 {
+			ns = -ns
+		}
+		tick := ns >> l.TickShift
+		base := l.Base(l.EpochOf(tick))
+		if off := tick - base; off < 0 || off >= span/2 {
+			t.Fatalf("EpochOf(%d): base %d leaves it %d ticks in, want the first half of %d", tick, base, off, span)
+		}
+		// Any tick of the span from the base, for the epoch's whole life.
+		later := base + rng.Int64N(span)
 		tokens := rng.Uint64N(l.Capacity + 1)
-		w := l.Pack(tick, tokens)
-		if w == Tomb {
-			t.Fatal("a live word packed to Tomb")
+		w, ok := l.Pack(base, later, tokens)
+		if !ok || w == Tomb {
+			t.Fatalf("Pack(%d, %d) in the span failed (T=%d)", base, later, l.TickBits)
 		}
 		if got := l.Tokens(w); got != tokens {
 			t.Fatalf("Tokens = %d, want %d", got, tokens)
 		}
-		if got := l.Resolve(w, ref); got != tick {
-			t.Fatalf("Resolve(Pack(%d), ref=%d) = %d (T=%d)", tick, ref, got, l.TickBits)
+		if got := l.Resolve(w, base); got != later {
+			t.Fatalf("Resolve(Pack(%d), base %d) = %d (T=%d)", later, base, got, l.TickBits)
+		}
+		for _, out := range []int64{base - 1, base + span, base + span + rng.Int64N(span)} {
+			if w, ok := l.Pack(base, out, tokens); ok || w != Tomb {
+				t.Fatalf("Pack(base %d, tick %d) outside the span gave %#x, %v", base, out, w, ok)
+			}
 		}
 	}
 }
 
-func TestResolveEdges(t *testing.T) {
-	l := mustLayout(t, 1e9, 1e9) // T = 24, the narrowest tick field
+// The narrowest tick field, at the extremes of the clamped range.
+func TestPackEdges(t *testing.T) {
+	l := mustLayout(t, 1e9, 1e9) // T = 24
 	span := int64(1) << l.TickBits
-	for _, ref := range []int64{0, 1, -1, span - 1, span, -span, 1 << 40, -(1 << 40)} {
-		top := ref + l.Lead
-		for _, tick := range []int64{top, top - 1, top - span + 1, ref, ref - l.Stale} {
-			if got := l.Resolve(l.Pack(tick, 5), ref); got != tick {
-				t.Errorf("ref=%d: Resolve(%d) = %d", ref, tick, got)
+	for _, tick := range []int64{0, 1, -1, span - 1, span, -span, 1 << 40, -(1 << 40), maxTimeNanos >> l.TickShift, -maxTimeNanos >> l.TickShift} {
+		e := l.EpochOf(tick)
+		base := l.Base(e)
+		for _, at := range []int64{tick, base, base + span - 1} {
+			w, ok := l.Pack(base, at, 5)
+			if !ok || l.Resolve(w, base) != at {
+				t.Errorf("epoch %d: Pack/Resolve(%d) = %d, %v", e, at, l.Resolve(w, base), ok)
 			}
-		}
-		// Just outside the window a tick resolves later than the truth.
-		old := top - span
-		if got := l.Resolve(l.Pack(old, 5), ref); got <= old {
-			t.Errorf("ref=%d: out-of-window tick %d resolved to %d, not later", ref, old, got)
 		}
 	}
 }
@@ -57,8 +71,30 @@ func TestOrderingOfPackedTokens(t *testing.T) {
 	l := mustLayout(t, 100, 10)
 	// At one tick, more tokens is a larger word: the token field is the low bits.
 	for x := uint64(0); x < l.Capacity; x += 997 {
-		if l.Pack(42, x) >= l.Pack(42, x+1) {
+		a, _ := l.Pack(0, 42, x)
+		b, _ := l.Pack(0, 42, x+1)
+		if a >= b {
 			t.Fatalf("Pack(42,%d) >= Pack(42,%d)", x, x+1)
 		}
+	}
+}
+
+// A take whose state does not fit its epoch is reported, not packed.
+func TestTakePastTheSpan(t *testing.T) {
+	l := mustLayout(t, 1e9, 1e9)
+	span := int64(1) << l.TickBits
+	w, _ := l.Pack(0, 0, 0)
+	if s := l.Take(w, 0, Instant{span - 1, span - 1}, 1000); !s.Allowed || !s.Write() || s.NeedsEpoch(1000) {
+		t.Errorf("take at the span's last tick: %+v", s)
+	}
+	s := l.Take(w, 0, Instant{span, span}, 1000)
+	if !s.Allowed || s.Write() || !s.NeedsEpoch(1000) || s.At != span {
+		t.Errorf("take past the span: %+v, want allowed, needing a later epoch, at %d", s, span)
+	}
+	if d := l.Take(w, 0, Instant{span, span}, l.Capacity+0); !d.Allowed && d.NeedsEpoch(l.Capacity) {
+		t.Errorf("a denial needs no epoch: %+v", d)
+	}
+	if p := l.Take(w, 0, Instant{span, span}, 0); p.Write() || p.NeedsEpoch(0) || !p.Allowed {
+		t.Errorf("a peek past the span: %+v, want allowed, nothing written", p)
 	}
 }

@@ -51,7 +51,9 @@ func (s *spec) level(key string, ns int64) (*big.Rat, int64) {
 	if ns <= b.last {
 		return new(big.Rat).Set(b.tokens), b.last
 	}
-	grown := new(big.Rat).SetFrac(big.NewInt(ns-b.last), big.NewInt(1e9))
+	// The difference of two clamped times can reach 2^63: in big integers.
+	elapsed := new(big.Int).Sub(big.NewInt(ns), big.NewInt(b.last))
+	grown := new(big.Rat).SetFrac(elapsed, big.NewInt(1e9))
 	grown.Mul(grown, s.rate).Add(grown, b.tokens)
 	if grown.Cmp(s.burst) > 0 {
 		grown.Set(s.burst)

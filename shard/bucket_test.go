@@ -7,76 +7,142 @@ import (
 	"github.com/faucetgo/faucet/fixedpoint"
 )
 
-func TestTakeOnTombIsNotLive(t *testing.T) {
+func fullWord(l *fixedpoint.Layout, tick int64) (fixedpoint.Epoch, fixedpoint.Word) {
+	return l.PackNew(tick, l.Capacity)
+}
+
+func TestTakeOnTombIsGone(t *testing.T) {
 	l := layout(t)
-	b := newBucket("k", uint64(l.Full(0, 0)))
-	var ref Ref
-	if _, live := b.Take(l, &ref, fixedpoint.Instant{}, 1000); !live {
-		t.Fatal("live bucket reported dead")
+	e, w := fullWord(l, 0)
+	b := newBucket("k", e, uint64(w))
+	if _, st := b.Take(l, fixedpoint.Instant{}, 1000); st != Done {
+		t.Fatalf("live bucket: status %d", st)
 	}
 	b.CompareAndSwap(b.Load(), fixedpoint.Tomb)
-	s, live := b.Take(l, &ref, fixedpoint.Instant{}, 1000)
-	if live || s.Allowed || b.Load() != fixedpoint.Tomb {
-		t.Fatalf("take on a tomb: live=%v step=%+v word=%x", live, s, b.Load())
+	s, st := b.Take(l, fixedpoint.Instant{}, 1000)
+	if st != Gone || s.Allowed || b.Load() != fixedpoint.Tomb {
+		t.Fatalf("take on a tomb: status %d step %+v word %x", st, s, b.Load())
 	}
-	if _, _, live := b.Peek(l, &ref, fixedpoint.Instant{}); live {
+	if _, _, live := b.Peek(l, fixedpoint.Instant{}); live {
 		t.Fatal("peek on a tomb reported live")
 	}
 }
 
-// Ref.Cover keeps the reference within RefStep below every covered tick and
-// never lowers it.
-func TestRefCover(t *testing.T) {
-	l := layout(t)
-	var ref Ref
+// An idle bucket is read exactly however far the clock has moved: its word
+// resolves against its own epoch, not against other buckets' times.
+func TestIdleBucketAfterAnyJump(t *testing.T) {
+	l, err := fixedpoint.NewLayout(1e8, 10) // burst 1e5, 10 tokens/s: a span of 2.3 min
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, w := fullWord(l, 0)
+	b := newBucket("idle", e, uint64(w))
+	if s, st := b.Take(l, fixedpoint.Instant{}, l.Capacity); st != Done || !s.Allowed || s.Tokens != 0 {
+		t.Fatalf("draining: %+v, %d", s, st)
+	}
+	for _, jump := range []int64{60e9, 1800e9, 30 * 3600e9, 30 * 86400e9} {
+		now := l.At(jump)
+		_, tokens, _ := b.Peek(l, now)
+		if want := min(l.Capacity, uint64(jump/1e9*10*1000)); tokens != want {
+			t.Errorf("after %d s: %d quanta, want %d", jump/1e9, tokens, want)
+		}
+	}
+	// A take far past the span needs a later epoch, and writes nothing.
+	s, st := b.Take(l, l.At(30*86400e9), 1000)
+	if st != NeedsEpoch || !s.Allowed || b.Load() != w-fixedpoint.Word(l.Capacity) {
+		t.Errorf("take a month later: %+v, status %d, word %x", s, st, b.Load())
+	}
+}
+
+// take takes cost quanta from key's bucket at now as the engine does,
+// replacing the bucket when the result lies past its epoch's span.
+func take(tab *Table, h uint64, key string, l *fixedpoint.Layout, now fixedpoint.Instant, cost uint64) (fixedpoint.Step, *Bucket) {
+	b := tab.Lookup(h, key)
+	for {
+		s, st := b.Take(l, now, cost)
+		if st == Done {
+			return s, b
+		}
+		if st == Gone {
+			b = tab.Lookup(h, key)
+			continue
+		}
+		w := b.Load()
+		if w == fixedpoint.Tomb {
+			continue
+		}
+		s = l.Take(w, b.Base(l), now, cost)
+		if !s.NeedsEpoch(cost) {
+			continue // it fits, or denies, by now
+		}
+		e := l.EpochOf(s.At)
+		next, _ := l.Pack(l.Base(e), s.At, s.Tokens)
+		if nb, ok := tab.Replace(h, key, b, w, e, next); ok {
+			return s, nb
+		} else {
+			b = nb
+		}
+	}
+}
+
+// Replace moves a take past its bucket's span into a bucket of a later epoch,
+// tombs the old one, and leaves the index pointing at the new.
+func TestReplace(t *testing.T) {
+	l, _ := fixedpoint.NewLayout(1e8, 10)
+	tab := NewTable(1, 1)
+	h := Hash("k")
+	old, _ := tab.Insert(h, "k", l, fixedpoint.Instant{})
+	far := l.At(30 * 86400e9)
+	if _, st := old.Take(l, far, 1000); st != NeedsEpoch {
+		t.Fatalf("status %d, want NeedsEpoch", st)
+	}
+	w := old.Load()
+	e := l.EpochOf(far.Tick)
+	next, _ := l.Pack(l.Base(e), far.Tick, l.Capacity-1000)
+	if _, ok := tab.Replace(h, "k", old, w+1, e, next); ok || old.Load() != w {
+		t.Fatal("Replace with a stale word succeeded")
+	}
+	nb, ok := tab.Replace(h, "k", old, w, e, next)
+	if !ok || nb == old || old.Load() != fixedpoint.Tomb || tab.Lookup(h, "k") != nb {
+		t.Fatalf("Replace: ok %v, new %p old %p (word %x), lookup %p", ok, nb, old, old.Load(), tab.Lookup(h, "k"))
+	}
+	if at, tokens, _ := nb.Peek(l, far); at != far.Tick || tokens != l.Capacity-1000 {
+		t.Errorf("new bucket holds %d at %d, want %d at %d", tokens, at, l.Capacity-1000, far.Tick)
+	}
+	if nb.Key() != "k" || nb.Epoch() != e {
+		t.Errorf("new bucket: key %q epoch %d", nb.Key(), nb.Epoch())
+	}
+	// Replacing the replaced bucket fails and names the current one.
+	if cur, ok := tab.Replace(h, "k", old, w, e, next); ok || cur != nb {
+		t.Errorf("Replace of a replaced bucket: ok %v, current %p", ok, cur)
+	}
+}
+
+// Takes racing replacements on one key: every token is taken once, from the
+// old bucket or the new, and none is lost or minted.
+func TestReplaceRacingTakes(t *testing.T) {
+	l, _ := fixedpoint.NewLayout(1e8, 10)
+	tab := NewTable(1, 1)
+	h := Hash("k")
+	tab.Insert(h, "k", l, fixedpoint.Instant{})
+	far := l.At(30 * 86400e9) // full again, and past the first epoch's span
+	const cost = 100_000      // 100 tokens: 1000 takes drain the bucket
 	var wg sync.WaitGroup
-	for g := range 8 {
+	var mu sync.Mutex
+	taken := uint64(0)
+	for range 8 {
 		wg.Go(func() {
-			for i := range 1000 {
-				tick := int64(g*1000+i) * l.RefStep / 3
-				ref.Cover(l, ref.Load(), tick)
-				if ref.Load() < tick-l.RefStep {
-					t.Errorf("ref %d more than RefStep below %d", ref.Load(), tick)
-					return
+			for range 2000 {
+				if s, _ := take(tab, h, "k", l, far, cost); s.Allowed {
+					mu.Lock()
+					taken += cost
+					mu.Unlock()
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if max := int64(7999) * l.RefStep / 3; ref.Load() > max {
-		t.Errorf("ref %d above the largest covered tick %d", ref.Load(), max)
-	}
-}
-
-// HasKey must agree with string equality for every length, including the
-// 8..16-byte fast path and its boundaries, and for a difference at every
-// byte position (the two words it compares overlap for short keys).
-func TestHasKeyMatchesStringEquality(t *testing.T) {
-	for n := range 24 {
-		key := make([]byte, n)
-		for i := range key {
-			key[i] = byte('a' + i)
-		}
-		b := newBucket(string(key), 0)
-		if !b.HasKey(string(key)) {
-			t.Errorf("len %d: own key not found", n)
-		}
-		for i := range n {
-			other := append([]byte(nil), key...)
-			other[i] ^= 0x20
-			if b.HasKey(string(other)) {
-				t.Errorf("len %d: key differing at byte %d matched", n, i)
-			}
-		}
-		if b.HasKey(string(key) + "x") {
-			t.Errorf("len %d: longer key matched", n)
-		}
-		if n > 0 && b.HasKey(string(key[:n-1])) {
-			t.Errorf("len %d: shorter key matched", n)
-		}
-	}
-	long := string(make([]byte, 1<<16))
-	if b := newBucket(long, 0); !b.HasKey(long) || b.HasKey(long[1:]) {
-		t.Error("64 KiB key: HasKey disagrees with ==")
+	if taken != l.Capacity {
+		t.Errorf("took %d quanta at one instant from a full bucket of %d", taken, l.Capacity)
 	}
 }

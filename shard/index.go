@@ -111,6 +111,22 @@ func (ix *index) insert(h uint64, b *Bucket) {
 	}
 }
 
+// swap puts nb in the slot that holds old (nb has old's key, so the tag
+// stays). The caller holds the mutex, and old is in the index.
+func (ix *index) swap(h uint64, old, nb *Bucket) {
+	want := tagOf(h)
+	for g := (h >> 3) & ix.mask; ; g = (g + 1) & ix.mask {
+		grp := &ix.groups[g]
+		for m := matches(grp.tags.Load(), want); m != 0; m &= m - 1 {
+			j := bits.TrailingZeros64(m) >> 3
+			if grp.slots[j].Load() == old {
+				grp.slots[j].Store(nb)
+				return
+			}
+		}
+	}
+}
+
 // remove deletes the entry in slot j of group g.
 func (ix *index) remove(g, j uint64) {
 	grp := &ix.groups[g]

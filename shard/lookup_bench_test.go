@@ -13,13 +13,12 @@ func BenchmarkLookup(b *testing.B) {
 	for _, n := range []int{1, 1e6} {
 		b.Run(fmt.Sprintf("keys=%.0e", float64(n)), func(b *testing.B) {
 			tab := NewTable(32, 1)
-			var ref Ref
 			keys := make([]string, n)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("key:%09d", i)
 			}
 			for i := range keys {
-				tab.Insert(Hash(keys[i]), keys[i], l, &ref, fixedpoint.Instant{})
+				tab.Insert(Hash(keys[i]), keys[i], l, fixedpoint.Instant{})
 			}
 			order := rand.Perm(n)
 			i := 0

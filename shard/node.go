@@ -1,39 +1,45 @@
 package shard
 
-// This file holds all of the package's unsafe code: a bucket and its key
-// share one pointer-free heap object.
+// This file holds all of the package's unsafe code: a bucket, its epoch and
+// its key share one pointer-free heap object.
 //
 //	offset 0   word     uint64 (the Bucket)
-//	offset 8   keyLen   uint16 (0xFFFF: the length is the uint32 at offset 10)
-//	offset 10  key bytes (or offset 14 for keys of 65535 bytes and more)
+//	offset 8   epoch    int32  (fixedpoint.Epoch; fixed for the object's life)
+//	offset 12  keyLen   uint16 (0xFFFF: the length is the uint32 at offset 14)
+//	offset 14  key bytes (or offset 18 for keys of 65535 bytes and more)
 //
 // One allocation per key, with no pointers inside, so the garbage collector
-// never scans it: 24 bytes for a key of up to 14 bytes.
+// never scans it: 24 bytes for a key of up to 10 bytes, 32 up to 18.
 
 import (
 	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/faucetgo/faucet/fixedpoint"
 )
 
 const (
-	lenOffset   = 8
-	shortOffset = 10
-	longOffset  = 14
+	epochOffset = 8
+	lenOffset   = 12
+	shortOffset = 14
+	longOffset  = 18
 	longMark    = 0xFFFF
 	// minObject keeps objects out of the runtime's tiny allocator, which packs
 	// objects under 16 bytes without 8-byte alignment.
 	minObject = 16
 )
 
-// newBucket allocates a bucket holding w, followed by a copy of key.
-func newBucket(key string, w uint64) *Bucket {
+// newBucket allocates a bucket of epoch e holding w, followed by a copy of
+// key.
+func newBucket(key string, e fixedpoint.Epoch, w uint64) *Bucket {
 	off := shortOffset
 	if len(key) >= longMark {
 		off = longOffset
 	}
 	buf := make([]byte, max(off+len(key), minObject))
 	p := unsafe.Pointer(unsafe.SliceData(buf))
+	*(*int32)(unsafe.Add(p, epochOffset)) = int32(e)
 	if off == shortOffset {
 		*(*uint16)(unsafe.Add(p, lenOffset)) = uint16(len(key))
 	} else {
@@ -44,6 +50,12 @@ func newBucket(key string, w uint64) *Bucket {
 	b := (*Bucket)(p)
 	b.word.Store(w)
 	return b
+}
+
+// Epoch returns the bucket's epoch. Like the key it is written once, before
+// the bucket is published, and never again.
+func (b *Bucket) Epoch() fixedpoint.Epoch {
+	return fixedpoint.Epoch(*(*int32)(unsafe.Add(unsafe.Pointer(b), epochOffset)))
 }
 
 // Key returns the bucket's key. The bytes are written once, before the bucket

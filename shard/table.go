@@ -107,11 +107,10 @@ func (t *Table) Lookup(h uint64, key string) *Bucket {
 }
 
 // Insert returns the bucket of key, creating it if absent, full at now or at
-// the shard's eviction watermark if that is later. created reports whether
-// this call created it. Insert takes the shard's mutex. A new bucket's word
-// is published like any write: ref is raised to cover its tick first (an
-// eviction's watermark may lie ahead of a reference that no write moved).
-func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, ref *Ref, now fixedpoint.Instant) (b *Bucket, created bool) {
+// the shard's eviction watermark if that is later, in the epoch of that tick.
+// created reports whether this call created it. Insert takes the shard's
+// mutex.
+func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoint.Instant) (b *Bucket, created bool) {
 	s := &t.shards[t.ShardOf(h)].Shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,11 +123,46 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, ref *Ref, now
 		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
 		s.index.Store(ix)
 	}
-	tick := l.FullTick(now.Ceil, s.watermark.Load())
-	ref.Cover(l, ref.Load(), tick)
-	b = newBucket(key, uint64(l.Pack(tick, l.Capacity)))
+	e, w := l.PackNew(l.FullTick(now.Ceil, s.watermark.Load()), l.Capacity)
+	b = newBucket(key, e, uint64(w))
 	ix.insert(m, b)
 	return b, true
+}
+
+// Replace replaces old, key's bucket, whose word is w, by a new bucket of
+// epoch e holding next, for a write whose state lies past the span of old's
+// epoch: it tombs old (a CompareAndSwap from w), so that takes still holding
+// it find the tomb and look the key up again, and puts the new bucket in
+// old's slot. It takes the shard's mutex.
+//
+// It reports false, changing nothing, if old is no longer key's bucket (then
+// it returns the bucket that is, nil if none) or old's word is no longer w
+// (then it returns old): the caller recomputes.
+func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, e fixedpoint.Epoch, next fixedpoint.Word) (*Bucket, bool) {
+	s := &t.shards[t.ShardOf(h)].Shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ix := s.index.Load()
+	m := t.mix(h)
+	if cur := ix.find(m, key); cur != old {
+		return cur, false
+	}
+	if !old.CompareAndSwap(w, fixedpoint.Tomb) {
+		return old, false
+	}
+	nb := newBucket(key, e, uint64(next))
+	ix.swap(m, old, nb)
+	return nb, true
+}
+
+// Current returns key's bucket, or nil, as Lookup does but under the
+// shard's mutex, so never a bucket that an eviction or a replacement has
+// tombed but not yet taken out of the index.
+func (t *Table) Current(h uint64, key string) *Bucket {
+	s := &t.shards[t.ShardOf(h)].Shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.index.Load().find(t.mix(h), key)
 }
 
 // Visitor decides the fate of one bucket during a sweep or an eviction scan.

@@ -25,9 +25,6 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 	if size := unsafe.Sizeof(paddedShard{}); size%line != 0 || size == 0 {
 		t.Fatalf("paddedShard is %d bytes, not a multiple of the %d-byte cache line", size, line)
 	}
-	if size := unsafe.Sizeof(Ref{}); size < 2*line {
-		t.Fatalf("Ref is %d bytes, want its own line", size)
-	}
 	// One index group is one 64-byte line on 64-bit platforms (40 bytes with
 	// 4-byte pointers).
 	if size, want := unsafe.Sizeof(group{}), (8+groupSlots*unsafe.Sizeof(uintptr(0))+7)/8*8; size != want || size > 64 {
@@ -41,8 +38,8 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 func TestBucketKeyRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
 		k := strings.Repeat("ab", n)[:n]
-		b := newBucket(k, 42)
-		if b.Key() != k || uint64(b.Load()) != 42 {
+		b := newBucket(k, -3, 42)
+		if b.Key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 {
 			t.Errorf("len %d: key round trip failed (word %d)", n, b.Load())
 		}
 		if uintptr(unsafe.Pointer(b))%8 != 0 {
@@ -56,14 +53,13 @@ func TestBucketKeyRoundTrip(t *testing.T) {
 func TestCollidingHashes(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(4, 1)
-	var ref Ref
 	const h = 0xdeadbeef
 	tab.keyHash = func(string) uint64 { return h }
 	var keys []string
 	for i := range 300 {
 		k := fmt.Sprint("key-", i)
 		keys = append(keys, k)
-		b, created := tab.Insert(h, k, l, &ref, fixedpoint.Instant{})
+		b, created := tab.Insert(h, k, l, fixedpoint.Instant{})
 		if !created || b.Key() != k {
 			t.Fatalf("insert %q: created=%v key=%q", k, created, b.Key())
 		}
@@ -73,7 +69,7 @@ func TestCollidingHashes(t *testing.T) {
 		if b == nil || b.Key() != k {
 			t.Fatalf("lookup %q failed", k)
 		}
-		if again, created := tab.Insert(h, k, l, &ref, fixedpoint.Instant{}); created || again != b {
+		if again, created := tab.Insert(h, k, l, fixedpoint.Instant{}); created || again != b {
 			t.Fatalf("second insert of %q created a new bucket", k)
 		}
 	}
@@ -99,8 +95,8 @@ func TestCollidingHashes(t *testing.T) {
 		}
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
-	b, _ := tab.Insert(h, "fresh", l, &ref, fixedpoint.Instant{})
-	if got := l.Resolve(b.Load(), 0); got < 7 {
+	b, _ := tab.Insert(h, "fresh", l, fixedpoint.Instant{})
+	if got := l.Resolve(b.Load(), b.Base(l)); got < 7 {
 		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
 	}
 }
@@ -110,7 +106,6 @@ func TestCollidingHashes(t *testing.T) {
 func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(1, 99)
-	var ref Ref
 	var inserted atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -136,7 +131,7 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	}
 	for i := range 20000 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, &ref, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
 		inserted.Store(int64(i + 1))
 	}
 	close(stop)
@@ -164,10 +159,9 @@ func TestIndexIsSeeded(t *testing.T) {
 func TestEvictOneBudget(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(2, 3)
-	var ref Ref
 	for i := range 100 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, &ref, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
 	}
 	visited := 0
 	if tab.EvictOne(10, func(*Bucket) (bool, int64) { visited++; return false, 0 }) {
