@@ -25,8 +25,9 @@
 // bucket, and so does, at most once per half a Precision().Horizon of a
 // bucket's own progress, a take whose time lies past the span of its
 // bucket's packed timestamp: the bucket is then replaced by one that holds
-// it (one allocation). Decisions are linearizable per key: each one takes
-// effect at one instant between the call and its return.
+// it (one allocation of 32 bytes for a 13-byte key; about 160 ns against 50
+// for a take, BenchmarkAllowAt/epoch=every). Decisions are linearizable per
+// key: each one takes effect at one instant between the call and its return.
 //
 // # Time
 //
