@@ -41,7 +41,7 @@ type badConfig struct {
 }
 
 func TestBadInputConfig(t *testing.T) {
-	const limitErr = "engine: invalid config: Limit must be between 1/86400 (one token per day) and 1e9 tokens per second, got "
+	const limitErr = "engine: invalid config: Limit must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got "
 	const burstErr = "engine: invalid config: Burst must be between 1 and 1e9 tokens, got "
 	for _, tt := range []badConfig{
 		{"rate=0", engine.Config{Limit: 0, Burst: 1}, limitErr + "0"},
@@ -50,7 +50,7 @@ func TestBadInputConfig(t *testing.T) {
 		{"rate=-Inf", engine.Config{Limit: engine.Limit(math.Inf(-1)), Burst: 1}, limitErr + "-Inf"},
 		{"rate=+Inf", engine.Config{Limit: engine.Every(0), Burst: 1}, limitErr + "+Inf"},
 		{"rate=MaxFloat64", engine.Config{Limit: math.MaxFloat64, Burst: 1}, limitErr + "1.7976931348623157e+308"},
-		{"rate=below one per day", engine.Config{Limit: 1.0 / 86401, Burst: 1}, limitErr + "1.1573940116433837e-05"},
+		{"rate=below one per 366 days", engine.Config{Limit: 1.0 / 31622401, Burst: 1}, limitErr + "3.162315220782887e-08"},
 		{"rate=above 1e9", engine.Config{Limit: 1e9 + 1, Burst: 1}, limitErr + "1.000000001e+09"},
 		{"fill time=366 days + 1 s", engine.Config{Limit: 1, Burst: 31622401},
 			"engine: invalid config: Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got 3.1622401e+07 s"},
@@ -74,7 +74,8 @@ func TestBadInputConfig(t *testing.T) {
 	}
 	// The edges of the domain are accepted.
 	for _, cfg := range []engine.Config{
-		{Limit: 1.0 / 86400, Burst: 1},
+		{Limit: 1.0 / 31622400, Burst: 1},
+		{Limit: 1.0 / 86400, Burst: 365},
 		{Limit: 1, Burst: 31622400},
 		{Limit: 1e9, Burst: 1e9},
 	} {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"math/bits"
 	"strconv"
 	"time"
@@ -19,11 +18,13 @@ var ErrInvalidConfig = errors.New("engine: invalid config")
 // every other field picks a documented default.
 type Config struct {
 	// Limit is the refill rate of every bucket, in tokens per second: at
-	// least one token per day (1/86400) and at most 1e9.
+	// least one token per 366 days (1/31622400), for quotas such as 12 a
+	// year, and at most 1e9.
 	Limit Limit
 	// Burst is the capacity of every bucket in tokens, and what a new key
 	// starts with: from 1 to 1e9, a multiple of 0.001, and small enough that
-	// an empty bucket refills within 366 days (Burst/Limit <= 31,622,400 s).
+	// an empty bucket refills within 366 days (Burst/Limit, in float64, at
+	// most 31,622,400 s).
 	Burst float64
 	// Shards is the number of independent partitions of the key table, a
 	// power of two up to 65536. 0 picks 32 per usable CPU (GOMAXPROCS),
@@ -80,7 +81,7 @@ func (p FullPolicy) String() string {
 }
 
 const (
-	minLimit       = 1.0 / 86400
+	minLimit       = 1.0 / maxFillSeconds
 	maxLimit       = 1e9
 	minBurst       = 1
 	maxBurst       = 1e9
@@ -100,7 +101,7 @@ func invalid(format string, args ...any) error {
 func (c *Config) layout() (*fixedpoint.Layout, error) {
 	r := float64(c.Limit)
 	if math.IsNaN(r) || r < minLimit || r > maxLimit {
-		return nil, invalid("Limit must be between 1/86400 (one token per day) and 1e9 tokens per second, got %v", r)
+		return nil, invalid("Limit must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got %v", r)
 	}
 	b := c.Burst
 	if math.IsNaN(b) || b < minBurst || b > maxBurst {
@@ -110,10 +111,11 @@ func (c *Config) layout() (*fixedpoint.Layout, error) {
 	if !exact {
 		return nil, invalid("Burst must be a multiple of 0.001 tokens, got %v", b)
 	}
-	fill := new(big.Rat).Quo(new(big.Rat).SetFloat64(b), new(big.Rat).SetFloat64(r))
-	if fill.Cmp(big.NewRat(maxFillSeconds, 1)) > 0 {
-		f, _ := fill.Float64()
-		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %v s", f)
+	// In float64, as the caller computes it: 12 a year is Limit 12/31622400,
+	// a float a hair below the true quotient, and with Burst 12 it must fill
+	// in 366 days, not in 366 days and a femtosecond.
+	if fill := b / r; fill > maxFillSeconds {
+		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %v s", fill)
 	}
 	l, err := fixedpoint.NewLayout(capacity, r)
 	if err != nil {

@@ -240,11 +240,11 @@ func TestConfigErrors(t *testing.T) {
 		edit   func(*engine.Config)
 		fields []string
 	}{
-		{"limit zero", func(c *engine.Config) { c.Limit = 0 }, []string{"Limit", "1/86400", "1e9", "got 0"}},
+		{"limit zero", func(c *engine.Config) { c.Limit = 0 }, []string{"Limit", "1/31622400", "1e9", "got 0"}},
 		{"limit negative", func(c *engine.Config) { c.Limit = -1 }, []string{"Limit", "got -1"}},
 		{"limit NaN", func(c *engine.Config) { c.Limit = engine.Limit(math.NaN()) }, []string{"Limit", "NaN"}},
 		{"limit inf", func(c *engine.Config) { c.Limit = engine.Every(0) }, []string{"Limit", "+Inf"}},
-		{"limit too slow", func(c *engine.Config) { c.Limit = engine.Every(25 * time.Hour) }, []string{"Limit"}},
+		{"limit too slow", func(c *engine.Config) { c.Limit = engine.Every(367 * 24 * time.Hour); c.Burst = 1 }, []string{"Limit"}},
 		{"limit too fast", func(c *engine.Config) { c.Limit = 1.1e9 }, []string{"Limit"}},
 		{"burst zero", func(c *engine.Config) { c.Burst = 0 }, []string{"Burst", "between 1 and 1e9", "got 0"}},
 		{"burst below one", func(c *engine.Config) { c.Burst = 0.5 }, []string{"Burst", "got 0.5"}},
@@ -438,5 +438,37 @@ func TestAllowAgreesWithAllowN(t *testing.T) {
 	}
 	if !e.Allow("k") || e.Len() != 1 {
 		t.Fatalf("Allow after eviction: len %d, want a new bucket", e.Len())
+	}
+}
+
+// Quotas counted in months and years (Envoy's rate-limit units go to YEAR):
+// 12 a year and 5 a month, on a virtual clock, refill exactly on schedule.
+func TestQuotasPerYearAndMonth(t *testing.T) {
+	year := 366 * 24 * time.Hour
+	for _, c := range []struct {
+		n      float64
+		period time.Duration
+	}{{12, year}, {5, 31 * 24 * time.Hour}, {1, year}} {
+		t.Run(fmt.Sprintf("%v per %v", c.n, c.period), func(t *testing.T) {
+			e := newEngine(t, engine.Config{Limit: engine.Limit(c.n / c.period.Seconds()), Burst: c.n})
+			if d := e.AllowAt(t0, "tenant", c.n); !d.Allowed {
+				t.Fatalf("the first %v: %+v", c.n, d)
+			}
+			one := time.Duration(float64(c.period) / c.n) // one token's refill
+			d := e.AllowAt(t0, "tenant", 1)
+			if d.Allowed || d.RetryAfter < one-time.Microsecond || d.RetryAfter > one+time.Microsecond {
+				t.Errorf("one more at once: %+v, want denied for %v", d, one)
+			}
+			if d := e.AllowAt(at(one-time.Second), "tenant", 1); d.Allowed {
+				t.Errorf("a second before a token's refill: %+v", d)
+			}
+			if d := e.AllowAt(at(one+time.Microsecond), "tenant", 1); !d.Allowed {
+				t.Errorf("after a token's refill: %+v", d)
+			}
+			// Within the rounding bound: the float64 rate is a hair off n/period.
+			if got := e.TokensAt(at(one+c.period), "tenant"); got < c.n-0.002 || got > c.n {
+				t.Errorf("a whole period later: %v tokens, want %v", got, c.n)
+			}
+		})
 	}
 }

@@ -25,11 +25,14 @@ const MaxTokenBits = 40
 // two. Layout keeps it in that form.
 const five6 = 15625
 
-// maxRateShift bounds the power of two in the rate's denominator, so that a
-// whole fill's numerator, below 2^40 * 5^6 * 2^maxRateShift < 2^127, fits in
-// 128 bits. Only rates whose float64 has more significant bits than that can
-// carry are rounded: in the engine's domain, at most the lowest 3 of 53 bits.
-const maxRateShift = 72
+// rateShiftBits bounds the power of two in the rate's denominator, so that a
+// whole fill's numerator, below Capacity * 5^6 * 2^RateShift, and every
+// intermediate product fits in 128 bits: RateShift is at most rateShiftBits
+// minus the bit length of Capacity (72 at the largest capacity, 2^40; 103
+// at a burst of 1, enough for one token a year). Only rates whose float64
+// has more significant bits than that can carry are rounded: in the
+// engine's domain, at most the lowest 3 of 53 bits.
+const rateShiftBits = 113
 
 // maxTimeNanos bounds the times a Layout converts: ±2^62 ns, about ±146 years
 // from the epoch. Beyond it every bucket is long full, so clamping changes
@@ -54,7 +57,7 @@ type Layout struct {
 	RateShift uint
 	// Exact reports that this fraction is the configured rate exactly. It is
 	// false only for rates whose float64 has more significant bits than a
-	// denominator of 2^maxRateShift can carry; those are rounded down, by less
+	// denominator of 2^(113-bits(Capacity)) can carry; those are rounded down, by less
 	// than one part in 2^50 for every rate in the engine's domain.
 	Exact bool
 	// FillTicks is a number of ticks that refills an empty bucket to full
@@ -118,6 +121,7 @@ func (l *Layout) setRate(r float64) bool {
 	e += tz
 	// quanta per tick = m * 2^(e + TickShift - 6) / 5^6
 	e += int(l.TickShift) - 6
+	maxShift := rateShiftBits - bits.Len64(l.Capacity)
 	l.Exact = true
 	switch {
 	case e >= 0:
@@ -125,15 +129,15 @@ func (l *Layout) setRate(r float64) bool {
 			return false
 		}
 		l.RateNum, l.RateShift = m<<e, 0
-	case -e <= maxRateShift:
+	case -e <= maxShift:
 		l.RateNum, l.RateShift = m, uint(-e)
 	default:
 		// Drop the low bits of m: the rate rounds down (toward denying).
-		drop := uint(-e - maxRateShift)
+		drop := uint(-e - maxShift)
 		if drop >= 64 {
 			return false
 		}
-		l.RateNum, l.RateShift = m>>drop, maxRateShift
+		l.RateNum, l.RateShift = m>>drop, uint(maxShift)
 		l.Exact = m&(1<<drop-1) == 0
 	}
 	l.den = u128{0, five6}.shl(l.RateShift)

@@ -65,7 +65,8 @@ func exactRate(l *Layout, rate float64) (engine, configured *big.Rat) {
 }
 
 func TestRateIsExactOrRoundedDown(t *testing.T) {
-	rates := []float64{1.0 / 86400, 1e-3, 0.1, 0.5, 1, 3, 10, 7.3, 1000, 12345.678, 1e6, 1e9, math.Pi}
+	year := 366 * 86400.0
+	rates := []float64{1 / year, 12 / year, 5 / (31 * 86400.0), 1.0 / 86400, 1e-3, 0.1, 0.5, 1, 3, 10, 7.3, 1000, 12345.678, 1e6, 1e9, math.Pi}
 	for _, burst := range []float64{1, 1000, 1e6, 1e9} {
 		for _, r := range rates {
 			if burst/r > 366*86400 {
@@ -95,6 +96,12 @@ func TestRateIsExactOrRoundedDown(t *testing.T) {
 			t.Errorf("rate %v should be represented exactly", r)
 		}
 	}
+	// The slowest rates, with the bursts they allow, are exact too.
+	for _, r := range []float64{1 / year, 12 / year, 5 / (31 * 86400.0), 1 / (7 * 86400.0)} {
+		if l := mustLayout(t, 1, r); !l.Exact {
+			t.Errorf("rate %v with burst 1 should be represented exactly", r)
+		}
+	}
 }
 
 // grid returns floor(tick * rate) for the layout's exact rate.
@@ -109,7 +116,8 @@ func randomLayout(rng *rand.Rand) (*Layout, float64, float64) {
 	for {
 		burst := math.Round(math.Exp(rng.Float64()*math.Log(1e9))*1000) / 1000
 		burst = max(1, burst)
-		rate := math.Exp(math.Log(1.0/86400) + rng.Float64()*(math.Log(1e9)-math.Log(1.0/86400)))
+		slowest := 1.0 / (366 * 86400) // one token a year
+		rate := math.Exp(math.Log(slowest) + rng.Float64()*(math.Log(1e9)-math.Log(slowest)))
 		if rng.IntN(3) == 0 {
 			rate = math.Round(rate) + 1 // integer rates are the common case
 		}

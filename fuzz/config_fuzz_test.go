@@ -3,7 +3,6 @@ package fuzz
 import (
 	"errors"
 	"math"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 // documentation promises to accept, re-derived from the documentation.
 func documented(c engine.Config) (ok bool, field string) {
 	r := float64(c.Limit)
-	if !(r >= 1.0/86400 && r <= 1e9) {
+	if !(r >= 1.0/(366*86400) && r <= 1e9) {
 		return false, "Limit"
 	}
 	b := c.Burst
@@ -26,8 +25,7 @@ func documented(c engine.Config) (ok bool, field string) {
 	if k/1000 != b {
 		return false, "Burst"
 	}
-	fill := new(big.Rat).Quo(new(big.Rat).SetFloat64(b), new(big.Rat).SetFloat64(r))
-	if fill.Cmp(big.NewRat(366*86400, 1)) > 0 {
+	if b/r > 366*86400 { // in float64, as documented
 		return false, "Burst/Limit"
 	}
 	if n := c.Shards; n != 0 && (n < 1 || n > 65536 || n&(n-1) != 0) {
@@ -47,6 +45,9 @@ func documented(c engine.Config) (ok bool, field string) {
 func FuzzConfig(f *testing.F) {
 	f.Add(10.0, 20.0, 0, int64(0), 0)
 	f.Add(1.0/86400, 366.0, 1, int64(-1), 0)
+	f.Add(1.0/(366*86400), 1.0, 1, int64(-1), 0)
+	f.Add(1.0/(366*86400+1), 1.0, 1, int64(-1), 0)
+	f.Add(12.0/(366*86400), 12.0, 0, int64(0), 0) // 12 a year, its float a hair low
 	f.Add(1e9, 1e9, 65536, int64(17*time.Second), 1)
 	f.Add(0.0, 1.0, 3, int64(time.Microsecond), -1)
 	f.Add(math.NaN(), math.Inf(1), -4, int64(time.Hour), 5)

@@ -19,7 +19,7 @@ func FuzzPack(f *testing.F) {
 	f.Add(uint64(1e12), 1e9, int64(1<<62), int64(-1), uint64(5), uint64(0))
 	f.Fuzz(func(t *testing.T, capacity uint64, rate float64, at, into int64, tokens, elapsed uint64) {
 		capacity = 1000 + capacity%(1e12-999) // 1 to 1e9 tokens
-		if !(rate >= 1.0/86400 && rate <= 1e9) || float64(capacity)/1000/rate > 366*86400 {
+		if !(rate >= 1.0/(366*86400) && rate <= 1e9) || float64(capacity)/1000/rate > 366*86400 {
 			return
 		}
 		l, err := fixedpoint.NewLayout(capacity, rate)

@@ -13,22 +13,22 @@ import (
 )
 
 // configFrom maps two fuzzer words onto the engine's whole domain: rates
-// log-uniform from 1/86400 to 1e9 tokens/s (every eighth rounded to a whole
-// number, the common case), bursts log-uniform from 1 to 1e9 in steps of
-// 0.001, the fill time capped at 366 days.
+// log-uniform from one token per 366 days to 1e9 tokens/s (every eighth
+// rounded to a whole number, the common case), bursts log-uniform from 1 to
+// 1e9 in steps of 0.001, the fill time capped at 366 days.
 func configFrom(rateSel, burstSel uint64) (rate, burst float64) {
-	lo, hi := math.Log(1.0/86400), math.Log(1e9)
+	const year = 366 * 86400
+	lo, hi := math.Log(1.0/year), math.Log(1e9)
 	rate = math.Exp(lo + float64(rateSel>>11)/(1<<53)*(hi-lo))
 	if rateSel&7 == 0 {
 		rate = max(1, math.Round(rate))
 	}
-	rate = min(max(rate, 1.0/86400), 1e9)
+	rate = min(max(rate, 1.0/year), 1e9)
 	burst = math.Exp(float64(burstSel>>11) / (1 << 53) * math.Log(1e9))
 	if burstSel&3 == 0 {
 		burst = math.Round(burst)
 	}
 	burst = min(max(math.Round(burst*1000)/1000, 1), 1e9)
-	const year = 366 * 86400
 	if burst/rate > year {
 		burst = max(1, math.Floor(rate*year*1000*(1-1e-12))/1000)
 	}

@@ -150,7 +150,7 @@
 //     effect. Limit.ID ("<name>#<16 hex digits>", printable, no spaces) names
 //     the bucket namespace: binding an ID that is still bound must return a
 //     handle to the same buckets (that is how a reload keeps state). Rate
-//     (tokens/s, 1/86400 to 1e9) and Burst (1 to 1e9, >= Rate, a multiple of
+//     (tokens/s, 1/31622400 to 1e9) and Burst (1 to 1e9, >= Rate, a multiple of
 //     0.001) are the bucket's parameters. An error fails New or Reload.
 //   - Release(Handle) undoes one Bind; when all Binds of an ID are released
 //     the store may drop its buckets. Requests in flight may still call

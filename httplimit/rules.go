@@ -21,7 +21,7 @@ type Rule struct {
 	// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>".
 	LimitKeys []string
 	// Rate is the refill rate in tokens per second (tokens_per_second, or
-	// its alias rps): from 1/86400 to 1e9.
+	// its alias rps): from 1/31622400 (one token per 366 days) to 1e9.
 	Rate float64
 	// Burst is the bucket capacity in tokens: at least Rate, at most 1e9, a
 	// multiple of 0.001.
@@ -150,7 +150,7 @@ func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"
 // Engine domain (engine.Config), repeated here so that messages name the
 // rules' fields rather than the engine's.
 const (
-	minRate     = 1.0 / 86400
+	minRate     = 1.0 / maxFillSecs
 	maxRate     = 1e9
 	minBurst    = 1
 	maxBurst    = 1e9
@@ -212,7 +212,7 @@ func validateRule(r *Rule, i int, p *problems) {
 	rf = "algorithm_config." + rf
 	rateOK := isFinite(r.Rate) && r.Rate >= minRate && r.Rate <= maxRate
 	if !rateOK {
-		bad(rf, "must be between 1/86400 (one token a day) and 1e9 tokens per second, got %v", r.Rate)
+		bad(rf, "must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got %v", r.Rate)
 	}
 	switch b := r.Burst; {
 	case !isFinite(b) || b < minBurst || b > maxBurst:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/faucetgo/faucet/httplimit"
 )
@@ -312,7 +313,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`rules[2]: name: required`,
 			`rules[2]: limit_keys: must be a list of strings, got a string`,
 			`rules[2]: algorithm_config.burst: must be a multiple of 0.001 tokens, got 1.0005`,
-			`rule "b" (rules[3]): algorithm_config.rps: must be between 1/86400 (one token a day) and 1e9 tokens per second, got 0`,
+			`rule "b" (rules[3]): algorithm_config.rps: must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got 0`,
 			`rule "b" (rules[3]): algorithm_config.burst: must be between 1 and 1e9 tokens, got 2e+09`,
 			`rule "c" (rules[4]): algorithm_config.rps: duplicate key`,
 			`rule "c" (rules[4]): match: the rule can never apply: rule "b" (rules[3]) has the same limit_keys, comes first and has no match`,
@@ -384,5 +385,24 @@ func TestCompositeKeysReorderedOnReload(t *testing.T) {
 	}
 	if w := serve(l, req("192.0.2.1:1", "/", "X-A", "12")); w.Code != 200 {
 		t.Errorf("another header value: %d, want its own bucket", w.Code)
+	}
+}
+
+// Quotas by the year: 12 a year, burst 12, is a rule like any other.
+func TestYearlyQuotaRule(t *testing.T) {
+	doc := `{"rules":[{"name":"yearly","limit_keys":["header:x-tenant"],"algorithm_config":{"rps":3.794778384942319e-07,"burst":12}}]}`
+	l, clk := newLimiter(t, doc, httplimit.Options{})
+	for i := range 12 {
+		if w := serve(l, req("192.0.2.1:1", "/", "X-Tenant", "acme")); w.Code != 200 {
+			t.Fatalf("request %d of the year's 12: %d", i, w.Code)
+		}
+	}
+	w := serve(l, req("192.0.2.1:1", "/", "X-Tenant", "acme"))
+	if w.Code != 429 || w.Header().Get("RateLimit-Policy") != `"yearly";q=12;w=31622400` {
+		t.Errorf("the 13th: %d, policy %q", w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	clk.Add(31622400*time.Second/12 + time.Second)
+	if w := serve(l, req("192.0.2.1:1", "/", "X-Tenant", "acme")); w.Code != 200 {
+		t.Errorf("a month later: %d, want the month's token", w.Code)
 	}
 }

@@ -17,7 +17,7 @@ type Limit struct {
 	ID string
 	// Name is the rule's name, as headers and metrics show it.
 	Name string
-	// Rate is the refill rate in tokens per second, from 1/86400 to 1e9.
+	// Rate is the refill rate in tokens per second, from 1/31622400 to 1e9.
 	Rate float64
 	// Burst is the bucket capacity in tokens: at least Rate, from 1 to 1e9,
 	// a multiple of 0.001.

@@ -52,7 +52,8 @@ func (p Policy) String() string {
 // mean in engine.Config, with the same ranges; the zero value of every other
 // field picks a documented default.
 type Config struct {
-	// Limit is the refill rate in tokens per second, from 1/86400 to 1e9.
+	// Limit is the refill rate in tokens per second, from 1/31622400 (one
+	// token per 366 days) to 1e9.
 	Limit engine.Limit
 	// Burst is the bucket capacity in tokens, from 1 to 1e9, a multiple of
 	// 0.001, and at most 366 days of refill.
@@ -156,17 +157,23 @@ func unitsFor(rate, burst float64) (units, error) {
 	// p and q stay below 2^52 so that muldiv's doubled remainders stay
 	// below 2^53. Among the fractions that fit, prefer those with p*q below
 	// 2^53 (the scripts then never need muldiv's slow path for a phase):
-	// with q up to sqrt(2^53/r), the best lower fraction is still within
-	// about 2^-53 of r.
+	// with q up to sqrt(2^53/r), the best lower fraction is within about
+	// 2^-53 of r, which is close in relative terms unless r is tiny. A slow
+	// rate (a token a day or a year) rounded so would shift its refill
+	// instants, which the grid counts from 1970, by up to a millisecond:
+	// those take the closest fraction below 2^52 instead, and the slow path.
 	pmax := big.NewInt(maxPQ)
 	qmax := big.NewInt(maxPQ)
-	if !fitsBoth(r, pmax, qmax) {
+	p, q, exact := lowerFraction(r, qmax, pmax)
+	if !exact {
 		f, _ := r.Float64()
 		if s := math.Sqrt(maxExact / f); s < maxPQ {
-			qmax = big.NewInt(int64(s))
+			sp, sq, _ := lowerFraction(r, big.NewInt(int64(s)), pmax)
+			if relGap(r, sp, sq) <= 1.0/(1<<53) {
+				p, q = sp, sq
+			}
 		}
 	}
-	p, q, exact := lowerFraction(r, qmax, pmax)
 	if p.Sign() == 0 {
 		return units{}, invalid("Limit %v with Burst %v cannot be represented in the store's units", rate, burst)
 	}
@@ -177,6 +184,13 @@ func unitsFor(rate, burst float64) (units, error) {
 	f.Quo(f, p)
 	u.fill = f.Uint64()
 	return u, nil
+}
+
+// relGap is (r - p/q) / r.
+func relGap(r *big.Rat, p, q *big.Int) float64 {
+	gap := new(big.Rat).Sub(r, new(big.Rat).SetFrac(p, q))
+	f, _ := gap.Quo(gap, r).Float64()
+	return f
 }
 
 // lowerFraction returns the fraction p/q <= r with q <= qmax and p <= pmax

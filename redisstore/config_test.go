@@ -70,13 +70,13 @@ func TestBadConfig(t *testing.T) {
 func TestUnitsStayExact(t *testing.T) {
 	type rb struct{ rate, burst float64 }
 	cases := []rb{
-		{1.0 / 86400, 1}, {1e9, 1}, {1e9, 1e9}, {1e9 / 31622400 * 1.0000001, 1e9},
+		{1.0 / 86400, 1}, {1.0 / 31622400, 1}, {12.0 / 31622400, 12}, {1e9, 1}, {1e9, 1e9}, {1e9 / 31622400 * 1.0000001, 1e9},
 		{1, 1}, {0.1, 1.5}, {123.456, 50.25}, {1000, 268435}, {1.0 / 3600, 1000}, {3, 1e6},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 2000 {
 		burst := math.Round(math.Pow(10, rng.Float64()*9)*1000) / 1000
-		minRate := max(1.0/86400, burst/31622400)
+		minRate := max(1.0/31622400, burst/31622400)
 		rate := minRate * math.Pow(1e9/minRate, rng.Float64())
 		cases = append(cases, rb{rate, max(burst, 1)})
 	}
@@ -108,7 +108,7 @@ func TestUnitsStayExact(t *testing.T) {
 			t.Fatalf("rate %v: exact %v but relative error %v", c.rate, u.exact, rel)
 		}
 	}
-	if worst > 1e-10 {
+	if worst > 1e-15 {
 		t.Fatalf("worst relative rate error %v", worst)
 	}
 	t.Logf("worst relative rate error over %d configurations: %.3g", len(cases), worst)

@@ -70,9 +70,13 @@
 // (Limiter.Exact: integers, and most rates with a few binary places) the
 // store is the engine's arithmetic exactly. Otherwise the rate is the closest
 // fraction below it with q at most sqrt(2^53/r) (so that p*q stays below
-// 2^53), less than 1e-11 of the rate below it; decimal rates such as 0.1 or
+// 2^53 and the scripts' products take the short path) if that is within
+// 2^-53 of the rate, else the closest with p and q below 2^52: less than
+// 1e-15 of the rate below it, so that refill instants, which the grid counts
+// from 1970, come under a microsecond late; decimal rates such as 0.1 or
 // 123.456 land on their decimal value. For Bursts up to 268,435 (the
-// engine's 1 ns tick) and rates up to 1000 tokens per second, the store and
+// engine's 1 ns tick) and rates from a token every 194 days up to 1000
+// tokens per second, the store and
 // an engine given the same times, with an epoch where both grids are on a
 // whole quantum, return identical Decisions; the tests check this on random
 // operation streams, decimal rates included.
