@@ -48,7 +48,7 @@ func BenchmarkCost(b *testing.B) {
 	b.Run("part=lookup", func(b *testing.B) {
 		t := shard.NewTable(256, 1)
 		h := shard.Hash(key)
-		t.Insert(h, key, l, fixedpoint.Instant{})
+		t.Insert(h, key, shard.Fixed{Layout: l}, 0)
 		for b.Loop() {
 			sinkBool = t.Lookup(h, key) != nil
 		}

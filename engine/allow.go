@@ -19,14 +19,15 @@ import (
 func (e *Engine) Allow(key string) bool {
 	key = BoundedKey(key)
 	ns := e.nanosNow()
-	if b := e.table.Lookup(shard.Hash(key), key); b != nil {
-		l := e.layout
+	g := e.current()
+	if b := e.table.Lookup(shard.Hash(key), key); b != nil && b.Gen() == g.id {
+		l := g.layout
 		if s, st := b.Take(l, l.At(ns), fixedpoint.QuantaPerToken); st == shard.Done {
 			e.count(s.Allowed)
 			return s.Allowed
 		}
 	}
-	return e.take(ns, key, 1, false).Allowed
+	return e.take(g, ns, key, 1, false).Allowed
 }
 
 // AllowN takes n tokens from key's bucket now if it holds them. Use it for
@@ -43,7 +44,8 @@ func (e *Engine) AllowN(key string, n float64) Decision {
 // back. So callers that read the clock before a slow path may pass slightly
 // old times safely.
 //
-// A new key's bucket starts full. n == 0 peeks: allowed, nothing taken, no
+// A new key's bucket starts full (after SetAt raised the burst, with what
+// every key without a bucket holds: see SetAt). n == 0 peeks: allowed, nothing taken, no
 // bucket created. n > Burst, n < 0, NaN and infinities are denied with
 // RetryAfter InfDuration and change nothing. A denied call changes nothing
 // either, so polling a drained bucket does not delay its refill.
@@ -53,63 +55,84 @@ func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
 	return e.decide(e.nanosAt(t), key, n)
 }
 
-// TokensAt returns the tokens key's bucket holds at time t: Burst for a key
-// without a bucket, unless the table is full (MaxKeys buckets live, none of
+// TokensAt returns the tokens key's bucket holds at time t: for a key
+// without a bucket, what a new one would hold (Burst, or less for a while
+// after SetAt raised it), unless the table is full (MaxKeys buckets live, none of
 // them full by the last eviction scan); then the overflow bucket's tokens
 // (FullShare), or 0 (FullDeny). It changes nothing and creates no bucket.
 func (e *Engine) TokensAt(t time.Time, key string) float64 {
-	l := e.layout
-	now := l.At(e.nanosAt(t))
+	ns := e.nanosAt(t)
 	key = BoundedKey(key)
-	if _, tokens, ok := e.stateOf(shard.Hash(key), key, now); ok {
+	g, _, tokens, ok := e.stateOf(e.current(), shard.Hash(key), key, ns)
+	if ok {
 		return fixedpoint.TokensOf(tokens)
 	}
-	if e.tableFull(now) {
+	if e.tableFull(ns) {
 		if e.onFull == FullDeny {
 			return 0
 		}
-		if _, tokens, ok := e.overflowState(now); ok {
+		if g, _, tokens, ok = e.overflowState(g, ns); ok {
 			return fixedpoint.TokensOf(tokens)
 		}
 	}
-	return e.burst
+	return e.blankTokens(g, shard.Hash(key), ns)
 }
 
 // decide is AllowAt at ns, nanoseconds since the epoch, for the caller's key.
 func (e *Engine) decide(ns int64, key string, n float64) Decision {
-	return e.take(ns, BoundedKey(key), n, true)
+	return e.take(e.current(), ns, BoundedKey(key), n, true)
 }
 
 // take is the body of every take, on a key BoundedKey has already applied
-// to. With detail false only Allowed is filled in (Allow needs nothing
-// else).
-func (e *Engine) take(ns int64, key string, n float64, detail bool) Decision {
-	l := e.layout
+// to, in generation g. With detail false only Allowed is filled in (Allow
+// needs nothing else).
+func (e *Engine) take(g *generation, ns int64, key string, n float64, detail bool) Decision {
 	cost, ok := fixedpoint.Quantize(n)
-	if !ok || cost > l.Capacity {
-		return e.never(ns, key)
-	}
-	s, _, out, d := e.takeKey(shard.Hash(key), key, l.At(ns), ns, cost)
-	switch out {
-	case unstored:
-		e.allowed.add()
-		return Decision{Allowed: true, Remaining: e.burst}
-	case refused:
+	if !ok {
+		e.denied.add()
+		d, _ := e.never(g, ns, key)
 		return d
 	}
-	return e.decision(s, ns, cost, detail)
+	for {
+		if cost > g.layout.Capacity {
+			// Above the burst: denied, unless a change of limit raced the
+			// call and the key's bucket is of a generation whose burst is
+			// large enough; the call is then decided in that one.
+			d, in := e.never(g, ns, key)
+			if in == g || cost > in.layout.Capacity {
+				e.denied.add()
+				return d
+			}
+			g = in
+		}
+		var s fixedpoint.Step
+		var out outcome
+		var d Decision
+		g, s, _, out, d = e.takeKey(g, shard.Hash(key), key, ns, cost)
+		switch out {
+		case unstored:
+			e.allowed.add()
+			return e.blankPeek(g, shard.Hash(key), ns)
+		case refused:
+			return d
+		case oversized:
+			continue
+		}
+		return e.decision(g, s, ns, cost, detail)
+	}
 }
 
-// decision turns a fixedpoint step into a Decision and counts it.
-func (e *Engine) decision(s fixedpoint.Step, ns int64, cost uint64, detail bool) Decision {
+// decision turns a fixedpoint step of generation g into a Decision and counts
+// it.
+func (e *Engine) decision(g *generation, s fixedpoint.Step, ns int64, cost uint64, detail bool) Decision {
 	e.count(s.Allowed)
 	d := Decision{Allowed: s.Allowed}
 	if detail {
 		d.Remaining = fixedpoint.TokensOf(s.Tokens)
 		if !s.Allowed {
-			d.RetryAfter = e.wait(s.At, s.Tokens, cost, ns)
+			d.RetryAfter = g.wait(s.At, s.Tokens, cost, ns)
 		}
-		d.ResetAfter = e.wait(s.At, s.Tokens, e.layout.Capacity, ns)
+		d.ResetAfter = g.wait(s.At, s.Tokens, g.layout.Capacity, ns)
 	}
 	return d
 }
@@ -123,13 +146,14 @@ func (e *Engine) count(allowed bool) {
 	}
 }
 
-// wait returns the time from ns until a bucket holding have quanta at tick at
-// holds need quanta: to the start of the first tick that has them.
-func (e *Engine) wait(at int64, have, need uint64, ns int64) time.Duration {
+// wait returns the time from ns until a bucket of generation g holding have
+// quanta at tick at holds need quanta: to the start of the first tick that
+// has them.
+func (g *generation) wait(at int64, have, need uint64, ns int64) time.Duration {
 	if have >= need {
 		return 0
 	}
-	l := e.layout
+	l := g.layout
 	k := l.TicksUntil(at, have, need)
 	return since(ns, l.Nanos(at+int64(k)))
 }
@@ -146,16 +170,16 @@ func since(ns, until int64) time.Duration {
 	return max(0, time.Duration(until-from))
 }
 
-// never is the decision for a cost that no bucket can ever pay.
-func (e *Engine) never(ns int64, key string) Decision {
-	e.denied.add()
-	d := Decision{Remaining: e.burst, RetryAfter: InfDuration}
-	l := e.layout
-	if at, tokens, ok := e.stateOf(shard.Hash(key), key, l.At(ns)); ok {
-		d.Remaining = fixedpoint.TokensOf(tokens)
-		d.ResetAfter = e.wait(at, tokens, l.Capacity, ns)
+// never is the decision, uncounted, for a cost that no bucket can ever pay,
+// reporting key's state as generation g reads it, or a newer one if key's
+// bucket is of a newer one (a change of limit raced the call): it returns
+// the generation the report is in.
+func (e *Engine) never(g *generation, ns int64, key string) (Decision, *generation) {
+	g, at, tokens, ok := e.stateOf(g, shard.Hash(key), key, ns)
+	if !ok {
+		at, tokens = e.blank(g, shard.Hash(key), ns)
 	}
-	return d
+	return g.after(at, tokens, fixedpoint.Never, ns), g
 }
 
 func clampNanos(ns int64) int64 {

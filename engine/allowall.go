@@ -71,9 +71,13 @@ type held struct {
 	p place
 	// key is the take's key, as BoundedKey stores it.
 	key string
-	// at is the tick the take stored; ns the time of the decision.
-	at, ns int64
-	cost   uint64
+	// atNs is the time the take stored, in nanoseconds since the epoch
+	// (its tick, in whatever generation gives it back); ns the time of the
+	// decision.
+	atNs, ns int64
+	cost     uint64
+	// g is the generation the take was made in.
+	g *generation
 	// counted is set on a denial that was already counted in Stats (by the
 	// capacity path of FullDeny).
 	counted bool
@@ -86,7 +90,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
 		e := takes[i].Engine
-		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.layout.Capacity {
+		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity {
 			fillDenied(t, explicit, takes, out, nil, i, false)
 			return i
 		}
@@ -138,7 +142,7 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 		e := takes[i].Engine
 		e.denied.add()
 		cost, ok := fixedpoint.Quantize(takes[i].N)
-		if !ok || cost > e.layout.Capacity {
+		if !ok || cost > e.current().layout.Capacity {
 			cost = fixedpoint.Never
 		}
 		out[i] = e.peek(e.nanosFor(t, explicit), BoundedKey(takes[i].Key), cost)
@@ -157,25 +161,65 @@ func (e *Engine) nanosFor(t time.Time, explicit bool) int64 {
 // nothing and returns what giving the tokens back needs. key is bounded
 // (BoundedKey), as for peek.
 func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
-	l := e.layout
-	s, p, out, d := e.takeKey(shard.Hash(key), key, l.At(ns), ns, cost)
+	g := e.current()
+	var s fixedpoint.Step
+	var p place
+	var out outcome
+	var d Decision
+	for {
+		if g, s, p, out, d = e.takeKey(g, shard.Hash(key), key, ns, cost); out != oversized {
+			break
+		}
+		// SetAt lowered the burst below cost while the call ran: denied,
+		// unless another change raised it again (as for take).
+		d, in := e.never(g, ns, key)
+		if in == g || cost > in.layout.Capacity {
+			return d, held{key: key, ns: ns, cost: fixedpoint.Never}
+		}
+		g = in
+	}
 	switch {
 	case out == unstored:
-		return Decision{Allowed: true, Remaining: e.burst}, held{key: key, ns: ns}
+		return e.blankPeek(g, shard.Hash(key), ns), held{key: key, ns: ns}
 	case out == refused:
 		return d, held{key: key, ns: ns, cost: cost, counted: true}
 	case !s.Allowed:
-		return e.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
+		return g.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
 	}
+	l := g.layout
 	d = Decision{
 		Allowed:    true,
 		Remaining:  fixedpoint.TokensOf(s.Tokens),
-		ResetAfter: e.wait(s.At, s.Tokens, l.Capacity, ns),
+		ResetAfter: g.wait(s.At, s.Tokens, l.Capacity, ns),
 	}
 	if cost == 0 {
 		return d, held{key: key, ns: ns}
 	}
-	return d, held{p: p, key: key, at: s.At, ns: ns, cost: cost}
+	return d, held{p: p, key: key, atNs: l.Nanos(s.At), ns: ns, cost: cost, g: g}
+}
+
+// refillSince bounds from above the refill a bucket of generation g received
+// from a take at tick took (at takeNs) until tick at, the take made in
+// generation from. In one generation it is the exact credit. Across a change
+// (SetAt between the take and its give-back) the refill came at the old rate
+// and then at the new, so the larger of the two over the whole interval
+// bounds it; across more than one change the bound is unknown, and it
+// returns the whole capacity: nothing is given back.
+func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint64 {
+	l := g.layout
+	credit := l.Credit(took, min(uint64(at-took), l.FillTicks))
+	switch from {
+	case g:
+		return credit
+	case g.prev.Load():
+		fl := from.layout
+		ft, fat := fl.At(takeNs).Ceil, fl.At(l.Nanos(at)).Ceil
+		if fat > ft {
+			credit = max(credit, fl.Credit(ft, min(uint64(fat-ft), fl.FillTicks)))
+		}
+		return credit
+	}
+	return max(l.Capacity, from.layout.Capacity)
 }
 
 // give returns the cost quanta of h to its bucket, at the instant of the take,
@@ -192,47 +236,60 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 // exactly.
 //
 // Lock-free like shard.Bucket.Take: load, compute, CompareAndSwap, retry on
-// a lost race. A bucket replaced by one of a later epoch is followed to its
-// successor. An evicted bucket was full, and so is whatever the key has now
-// unless takes since drained it, each of which found the refill since h.at
-// at least h.cost (the bucket was full after the take): nothing is due.
+// a lost race. A bucket replaced by one of a later epoch or generation is
+// followed to its successor. An evicted bucket was full, and so is whatever
+// the key has now unless takes since drained it, each of which found the
+// refill since the take at least h.cost (the bucket was full after the
+// take): nothing is due. Across a change of limit (SetAt) the refill since
+// the take is bounded by the faster of the two rates (refillSince).
 func (e *Engine) give(h held) Decision {
-	l := e.layout
-	now := l.At(h.ns)
 	p := h.p
+	hash := shard.Hash(h.key)
 	for {
-		w := p.b.Load()
-		if w == fixedpoint.Tomb {
-			if p = e.successor(shard.Hash(h.key), h.key, p); p.b == nil {
+		g := e.current()
+		l := g.layout
+		now := l.At(h.ns)
+		orig, w, ep, live, fresh := g.view(p.b)
+		if !fresh {
+			continue
+		}
+		if !live {
+			if p = e.successor(hash, h.key, p); p.b == nil {
 				return e.peek(h.ns, h.key, h.cost)
 			}
 			continue
 		}
-		base := p.b.Base(l)
+		base := l.Base(ep)
 		_, at, tokens := l.Advance(w, base, now)
-		back := h.cost
-		if at > h.at {
-			back -= min(back, l.Credit(h.at, min(uint64(at-h.at), l.FillTicks)))
+		took := l.At(h.atNs).Ceil // the take's tick, in g's units
+		back := min(h.cost, l.Capacity)
+		if at > took {
+			back -= min(back, g.refillSince(h.g, h.atNs, took, at))
 		}
 		if back == 0 || tokens == l.Capacity {
-			return e.after(at, tokens, h.cost, h.ns)
+			return g.after(at, tokens, h.cost, h.ns)
 		}
 		tokens = min(tokens+back, l.Capacity)
-		if tokens == l.Capacity && at > h.at {
+		if tokens == l.Capacity && at > took {
 			// Filled by refill credited since the take: stored at the next
 			// quantum boundary, as every full bucket is, so that the grid's
-			// fraction is not credited again. (At h.at itself the bucket
-			// was full before the take, and h.at is already that boundary.)
+			// fraction is not credited again. (At the take's tick itself the
+			// bucket was full before the take, and that tick is already the
+			// boundary.)
 			at = l.Boundary(max(at, now.Ceil))
 		}
-		if next, ok := l.Pack(base, at, tokens); ok {
-			if p.b.CompareAndSwap(w, next) {
-				return e.after(at, tokens, h.cost, h.ns)
+		next, fits := l.Pack(base, at, tokens)
+		if fits && p.b.Gen() == g.id {
+			if p.b.CompareAndSwap(orig, next) {
+				return g.after(at, tokens, h.cost, h.ns)
 			}
 			continue
 		}
-		if _, ok := e.replace(shard.Hash(h.key), h.key, p, w, at, tokens); ok {
-			return e.after(at, tokens, h.cost, h.ns)
+		ep, next = l.PackNew(at, tokens)
+		if nb, ok := e.replace(g, hash, h.key, p, orig, ep, next); ok {
+			return g.after(at, tokens, h.cost, h.ns)
+		} else if nb != p.b {
+			p = place{b: nb, spill: p.spill}
 		}
 	}
 }
@@ -240,39 +297,35 @@ func (e *Engine) give(h held) Decision {
 // peek reports, without changing anything, key's bucket at ns as a denied
 // Decision for a take of cost quanta (fixedpoint.Never: never satisfiable).
 func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
-	l := e.layout
-	now := l.At(ns)
-	if at, tokens, ok := e.stateOf(shard.Hash(key), key, now); ok {
-		return e.after(at, tokens, cost, ns)
+	g, at, tokens, ok := e.stateOf(e.current(), shard.Hash(key), key, ns)
+	if ok {
+		return g.after(at, tokens, cost, ns)
 	}
-	d := Decision{Remaining: e.burst}
-	switch {
-	case cost > l.Capacity:
-		d.RetryAfter = InfDuration
-	case !e.tableFull(now):
-		// No bucket: full, as a new one would be.
-	case e.onFull == FullDeny:
-		return Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
-	default:
-		if at, tokens, ok := e.overflowState(now); ok {
-			return e.after(at, tokens, cost, ns)
+	if cost <= g.layout.Capacity && e.tableFull(ns) {
+		if e.onFull == FullDeny {
+			return Decision{RetryAfter: e.capacityWait(ns)}
+		}
+		if g, at, tokens, ok := e.overflowState(g, ns); ok {
+			return g.after(at, tokens, cost, ns)
 		}
 	}
-	return d
+	// No bucket: what a new one would hold.
+	at, tokens = e.blank(g, shard.Hash(key), ns)
+	return g.after(at, tokens, cost, ns)
 }
 
-// after is the denied Decision of a bucket holding tokens quanta at tick at,
-// for a take of cost quanta.
-func (e *Engine) after(at int64, tokens, cost uint64, ns int64) Decision {
-	l := e.layout
+// after is the denied Decision of a bucket of generation g holding tokens
+// quanta at tick at, for a take of cost quanta.
+func (g *generation) after(at int64, tokens, cost uint64, ns int64) Decision {
+	l := g.layout
 	d := Decision{
 		Remaining:  fixedpoint.TokensOf(tokens),
-		ResetAfter: e.wait(at, tokens, l.Capacity, ns),
+		ResetAfter: g.wait(at, tokens, l.Capacity, ns),
 	}
 	if cost > l.Capacity {
 		d.RetryAfter = InfDuration
 	} else {
-		d.RetryAfter = e.wait(at, tokens, cost, ns)
+		d.RetryAfter = g.wait(at, tokens, cost, ns)
 	}
 	return d
 }

@@ -17,46 +17,49 @@ const evictBudget = 256
 // the freed room to another new key before giving up.
 const maxReserveTries = 3
 
-// create inserts a bucket for key and returns its place. If MaxKeys buckets
-// are live and none can be evicted it returns the overflow bucket instead
-// (FullShare), or no bucket and the capacity denial (FullDeny), counted.
-// overflowed is the call's own: a call that retries after its overflow
-// bucket was evicted under it is counted in Stats.Overflow once.
-func (e *Engine) create(h uint64, key string, now fixedpoint.Instant, ns int64, overflowed *bool) (place, Decision) {
-	if !e.reserve(now) {
+// create inserts a bucket of generation g for key and returns its place. If
+// MaxKeys buckets are live and none can be evicted it returns the overflow
+// bucket instead (FullShare), or no bucket and the capacity denial
+// (FullDeny), counted. overflowed is the call's own: a call that retries
+// after its overflow bucket was evicted under it is counted in
+// Stats.Overflow once.
+func (e *Engine) create(g *generation, h uint64, key string, now fixedpoint.Instant, ns int64, overflowed *bool) (place, Decision) {
+	if !e.reserve(g, ns) {
 		if !*overflowed {
 			*overflowed = true
 			e.overflow.Add(1)
 		}
 		if e.onFull == FullShare {
-			return place{b: e.overflowBucket(now), spill: true}, Decision{}
+			return place{b: e.overflowBucket(g.bornAt(now)), spill: true}, Decision{}
 		}
 		e.denied.add()
-		return place{}, Decision{RetryAfter: e.capacityWait(now.Tick, ns)}
+		return place{}, Decision{RetryAfter: e.capacityWait(ns)}
 	}
-	b, created := e.table.Insert(h, key, e.layout, e.bornAt(now))
+	b, created := e.table.Insert(h, key, (*gens)(e), g.bornAt(now))
 	if !created {
 		e.live.Add(-1) // someone else created it first; give back the room
 	}
 	return place{b: b}, Decision{}
 }
 
-// bornAt is the instant a new bucket, created by a call at now, is full
-// from. A new bucket is full at every tick since its shard's last eviction,
-// so it is stamped early, a quarter of an epoch's span before now (Insert
-// raises that to the eviction), not at this call's time. A caller with an
-// earlier time whose take lands on the new bucket before this call's own take
-// is then decided at its own time, as if it had come first, rather than at
-// this call's (P14). The stamp's epoch leaves this call's own take room: now
-// lies less than three quarters of the span past the epoch's base.
-func (e *Engine) bornAt(now fixedpoint.Instant) fixedpoint.Instant {
-	early := now.Ceil - int64(1)<<(e.layout.TickBits-2)
-	return fixedpoint.Instant{Tick: early, Ceil: early}
+// bornAt is the time (nanoseconds since the epoch) a new bucket, created by a
+// call at now in generation g, is full from. A new bucket is full at every
+// tick since its shard's last eviction, so it is stamped early, a quarter of
+// an epoch's span before now (Insert raises that to the eviction), not at
+// this call's time. A caller with an earlier time whose take lands on the new
+// bucket before this call's own take is then decided at its own time, as if
+// it had come first, rather than at this call's (P14). The stamp's epoch
+// leaves this call's own take room: now lies less than three quarters of the
+// span past the epoch's base.
+func (g *generation) bornAt(now fixedpoint.Instant) int64 {
+	l := g.layout
+	return l.Nanos(now.Ceil - int64(1)<<(l.TickBits-2))
 }
 
-// reserve counts one more live bucket, evicting a full one first if MaxKeys
-// are live. It reports false if there is no room.
-func (e *Engine) reserve(now fixedpoint.Instant) bool {
+// reserve counts one more live bucket, evicting a full one (at ns, judged in
+// generation g) first if MaxKeys are live. It reports false if there is no
+// room.
+func (e *Engine) reserve(g *generation, ns int64) bool {
 	if e.maxKeys == 0 {
 		e.live.Add(1)
 		return true
@@ -69,20 +72,20 @@ func (e *Engine) reserve(now fixedpoint.Instant) bool {
 			}
 			continue
 		}
-		if try++; try > maxReserveTries || !e.evictForRoom(now) {
+		if try++; try > maxReserveTries || !e.evictForRoom(g, ns) {
 			return false
 		}
 	}
 }
 
 // evictForRoom evicts one full bucket, searching at most evictBudget buckets.
-func (e *Engine) evictForRoom(now fixedpoint.Instant) bool {
-	if now.Tick < e.noEvictBefore.Load() {
+func (e *Engine) evictForRoom(g *generation, ns int64) bool {
+	if ns < e.noEvictBefore.Load() {
 		return false
 	}
 	soonest := int64(math.MaxInt64)
 	found := e.table.EvictOne(evictBudget, func(b *shard.Bucket) (bool, int64) {
-		evicted, at, fullAt := e.evictIfFull(b, now)
+		evicted, at, fullAt := e.evictIfFull(g, b, ns)
 		soonest = min(soonest, fullAt)
 		return evicted, at
 	})
@@ -101,41 +104,47 @@ func (e *Engine) evictForRoom(now fixedpoint.Instant) bool {
 	return false
 }
 
-// capacityWait is the RetryAfter of a capacity denial: until the soonest tick
-// at which the last scan expects a bucket to be full, at least one tick.
-func (e *Engine) capacityWait(tick, ns int64) time.Duration {
-	l := e.layout
-	at := max(e.noEvictBefore.Load(), tick+1)
-	return since(ns, l.Nanos(at))
+// capacityWait is the RetryAfter of a capacity denial at ns: until the
+// soonest time at which the last scan expects a bucket to be full, at least
+// a nanosecond.
+func (e *Engine) capacityWait(ns int64) time.Duration {
+	return since(ns, max(e.noEvictBefore.Load(), ns+1))
 }
 
 // evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at
-// now. It returns whether it evicted, the tick the eviction was decided at,
-// and otherwise the tick from which the bucket will be full if left alone.
+// ns, as generation g reads it, and so is a key without a bucket (a raise of
+// the burst leaves those short of it for a while: see generation.blank). It returns whether it evicted, the time the
+// eviction was decided at, and otherwise the time from which the bucket will
+// be full if left alone (times in nanoseconds since the epoch).
 //
-// A bucket whose last update is later than now (a clock behind the bucket)
+// A bucket whose last update is later than ns (a clock behind the bucket)
 // is never evicted. The eviction is one CompareAndSwap from the word that
 // showed a full bucket, so a concurrent take either lands first (the CAS
 // fails and the bucket stays) or finds the tomb and starts a new, full bucket
-// at no earlier tick: eviction never loses a take.
-func (e *Engine) evictIfFull(b *shard.Bucket, now fixedpoint.Instant) (evicted bool, at, fullAt int64) {
-	l := e.layout
-	base := b.Base(l)
+// at no earlier time: eviction never loses a take.
+func (e *Engine) evictIfFull(g *generation, b *shard.Bucket, ns int64) (evicted bool, at, fullAt int64) {
 	for {
-		w := b.Load()
-		if w == fixedpoint.Tomb {
+		orig, w, ep, live, fresh := g.view(b)
+		if !fresh {
+			g = e.current()
+			continue
+		}
+		if !live {
 			return false, 0, math.MaxInt64
 		}
+		l := g.layout
+		now := l.At(ns)
+		base := l.Base(ep)
 		last, at, tokens := l.Advance(w, base, now)
 		if now.Tick < last {
-			return false, 0, last
+			return false, 0, l.Nanos(last)
 		}
-		if tokens == l.Capacity {
-			if b.CompareAndSwap(w, fixedpoint.Tomb) {
-				return true, at, 0
+		if tokens == l.Capacity && ns >= g.fullAt {
+			if b.CompareAndSwap(orig, fixedpoint.Tomb) {
+				return true, l.Nanos(at), 0
 			}
 			continue
 		}
-		return false, 0, at + int64(l.TicksUntil(at, tokens, l.Capacity))
+		return false, 0, max(g.fullAt, l.Nanos(at+int64(l.TicksUntil(at, tokens, l.Capacity))))
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,14 +21,15 @@ import (
 // Engine is not usable; call New. An Engine must not be copied after first
 // use.
 type Engine struct {
-	layout *fixedpoint.Layout
-	table  *shard.Table
+	// gen is the generation in force: Limit, Burst, and the layout of the
+	// buckets' words. SetAt replaces it whole, under setMu.
+	gen   atomic.Pointer[generation]
+	setMu sync.Mutex
+	table *shard.Table
 	// epoch is the first time the engine was given (or read from the clock);
 	// ticks count from it. Set once, by CompareAndSwap from nil.
 	epoch atomic.Pointer[time.Time]
 
-	burst      float64
-	limit      Limit
 	maxKeys    int64
 	onFull     FullPolicy
 	sweepEvery time.Duration
@@ -42,9 +44,9 @@ type Engine struct {
 	// before a bucket is inserted (a reservation), so it never exceeds
 	// MaxKeys, and decremented after one is evicted.
 	live atomic.Int64
-	// noEvictBefore is a tick before which a capacity eviction scan is known
-	// to be futile: the last scan found no full bucket, and none of those it
-	// saw fills up earlier.
+	// noEvictBefore is a time (nanoseconds since the epoch) before which a
+	// capacity eviction scan is known to be futile: the last scan found no
+	// full bucket, and none of those it saw fills up earlier.
 	noEvictBefore atomic.Int64
 
 	stop      chan struct{} // closed by Close: stops the sweeper
@@ -76,10 +78,7 @@ func New(cfg Config) (*Engine, error) {
 	var seed [8]byte
 	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported platforms
 	e := &Engine{
-		layout:     l,
 		table:      shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
-		burst:      cfg.Burst,
-		limit:      cfg.Limit,
 		maxKeys:    maxKeys,
 		onFull:     cfg.OnFull,
 		sweepEvery: sweep,
@@ -88,6 +87,7 @@ func New(cfg Config) (*Engine, error) {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	e.gen.Store(&generation{layout: l, limit: cfg.Limit, burst: cfg.Burst, since: math.MinInt64, fullAt: math.MinInt64})
 	e.spill.init()
 	if sweep > 0 {
 		go e.sweeper()
@@ -110,16 +110,17 @@ func (e *Engine) Close() error {
 func (e *Engine) Len() int { return int(e.live.Load()) }
 
 // Limit returns the engine's refill rate.
-func (e *Engine) Limit() Limit { return e.limit }
+func (e *Engine) Limit() Limit { return e.current().limit }
 
 // Burst returns the engine's bucket capacity in tokens.
-func (e *Engine) Burst() float64 { return e.burst }
+func (e *Engine) Burst() float64 { return e.current().burst }
 
 // Precision returns the fixed-point units chosen for the engine's Burst.
 func (e *Engine) Precision() Precision {
+	l := e.current().layout
 	return Precision{
 		Quantum: 1.0 / fixedpoint.QuantaPerToken,
-		Tick:    time.Duration(e.layout.TickNanos()),
-		Horizon: time.Duration(e.layout.HorizonNanos()),
+		Tick:    time.Duration(l.TickNanos()),
+		Horizon: time.Duration(l.HorizonNanos()),
 	}
 }

@@ -101,6 +101,43 @@ func BenchmarkAllow(b *testing.B) {
 	})
 }
 
+// BenchmarkAllowAfterSet compares Allow on engines that have (changed=yes)
+// and have not had a change of limit, SetLimit and SetBurst to another
+// layout and back, on live buckets: benchstat -col /changed.
+func BenchmarkAllowAfterSet(b *testing.B) {
+	for _, n := range []int{1, 1e5} {
+		for _, changed := range []string{"no", "yes"} {
+			b.Run(fmt.Sprintf("keys=%.0e/changed=%s", float64(n), changed), func(b *testing.B) {
+				e := benchEngine(b, "allow")
+				keys := keys13(n)
+				for _, k := range keys {
+					e.Allow(k)
+				}
+				if changed == "yes" {
+					for _, err := range []error{e.SetBurst(1e6), e.SetLimit(1e8), e.SetAt(time.Now(), 1e9, 1e9)} {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				// In random order: buckets made one after another lie side
+				// by side in memory, and a change makes them anew in the
+				// table's order, so that insertion order would favour the
+				// engine that had no change.
+				order := rand.Perm(n)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					e.Allow(keys[order[i]])
+					if i++; i == n {
+						i = 0
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkAllowAt measures the engine without the clock read. With
 // epoch=every each call lies a whole span of the packed timestamp after the
 // last, so that every take replaces its bucket by one of a later epoch: the

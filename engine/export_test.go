@@ -40,5 +40,6 @@ func (e *Engine) CreateAt(t time.Time, key string) {
 	ns := e.nanosAt(t)
 	key = BoundedKey(key)
 	var overflowed bool
-	e.create(shard.Hash(key), key, e.layout.At(ns), ns, &overflowed)
+	g := e.current()
+	e.create(g, shard.Hash(key), key, g.layout.At(ns), ns, &overflowed)
 }

@@ -23,35 +23,52 @@ const (
 	// refused: the table is full and FullDeny denied the key; the decision
 	// is the capacity denial, counted already.
 	refused
+	// oversized: SetAt lowered Burst below the cost while the call ran;
+	// nothing was taken, and no bucket can ever pay it.
+	oversized
 )
 
-// takeKey takes cost quanta (cost <= Capacity; 0 peeks) from key's bucket at
-// now, creating the bucket if the key has none. It returns the step, the
-// place that holds its result, and for refused the capacity denial.
+// takeKey takes cost quanta (cost <= Capacity of g; 0 peeks) from key's
+// bucket at now (in g's ticks), creating the bucket if the key has none. It
+// returns the step, the place that holds its result, and for refused the
+// capacity denial.
 //
-// A take on a bucket whose result lies past its epoch's span replaces the
-// bucket by one of a later epoch (moveOn); a bucket found gone (evicted, or
-// replaced by another call) is looked up again.
-func (e *Engine) takeKey(h uint64, key string, now fixedpoint.Instant, ns int64, cost uint64) (fixedpoint.Step, place, outcome, Decision) {
-	l := e.layout
+// A take on a bucket whose result lies past its epoch's span, or on a bucket
+// of an earlier generation, replaces the bucket (rewrite); a bucket found
+// gone (evicted, or replaced by another call) is looked up again. g is the
+// generation the call decides in; a bucket of a newer one (SetAt raced the
+// call) is decided in that one, which the call then reports in: it returns
+// the generation the step is in.
+func (e *Engine) takeKey(g *generation, h uint64, key string, ns int64, cost uint64) (*generation, fixedpoint.Step, place, outcome, Decision) {
 	p := place{b: e.table.Lookup(h, key)}
 	overflowed := false
 	for {
+		now := g.layout.At(ns)
 		if p.b == nil {
 			if cost == 0 {
-				return fixedpoint.Step{}, p, unstored, Decision{}
+				return g, fixedpoint.Step{}, p, unstored, Decision{}
 			}
 			var d Decision
-			if p, d = e.create(h, key, now, ns, &overflowed); p.b == nil {
-				return fixedpoint.Step{}, p, refused, d
+			if p, d = e.create(g, h, key, now, ns, &overflowed); p.b == nil {
+				return g, fixedpoint.Step{}, p, refused, d
 			}
 		}
-		s, st := p.b.Take(l, now, cost)
+		var s fixedpoint.Step
+		st := shard.NeedsEpoch
+		if p.b.Gen() == g.id {
+			s, st = p.b.Take(g.layout, now, cost)
+		}
 		if st == shard.NeedsEpoch {
-			s, p, st = e.moveOn(h, key, p, now, cost)
+			var stale bool
+			if s, p, st, stale = e.rewrite(g, h, key, p, now, cost); stale {
+				if g = e.current(); cost > g.layout.Capacity {
+					return g, fixedpoint.Step{}, p, oversized, Decision{}
+				}
+				continue
+			}
 		}
 		if st == shard.Done {
-			return s, p, taken, Decision{}
+			return g, s, p, taken, Decision{}
 		}
 		p = e.again(h, key, p)
 	}
@@ -83,60 +100,83 @@ func (e *Engine) successor(h uint64, key string, p place) place {
 	return place{b: e.table.Current(h, key)}
 }
 
-// stateOf returns the state of key's bucket at now, changing nothing; ok is
-// false if the key has no bucket (a new one would be full).
-func (e *Engine) stateOf(h uint64, key string, now fixedpoint.Instant) (at int64, tokens uint64, ok bool) {
+// stateOf returns the state of key's bucket at ns in generation g, changing
+// nothing; ok is false if the key has no bucket (a new one would be full).
+// It returns the generation the state is in (a newer one if SetAt raced).
+func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *generation, at int64, tokens uint64, ok bool) {
 	p := place{b: e.table.Lookup(h, key)}
 	for p.b != nil {
-		if at, tokens, live := p.b.Peek(e.layout, now); live {
-			return at, tokens, true
+		_, w, ep, live, fresh := g.view(p.b)
+		if !fresh {
+			g = e.current()
+			continue
+		}
+		if live {
+			l := g.layout
+			_, at, tokens = l.Advance(w, l.Base(ep), l.At(ns))
+			return g, at, tokens, true
 		}
 		p = e.successor(h, key, p) // evicted (full), or replaced
 	}
-	return 0, 0, false
+	return g, 0, 0, false
 }
 
-// moveOn makes a take of cost quanta at now on p whose result lies past the
-// span of p's bucket's epoch: it replaces the bucket by one of the epoch of
-// the result, holding it. It returns the step, the place of the result, and
-// Gone if p's bucket was evicted or replaced meanwhile (nothing taken).
+// rewrite makes a take of cost quanta at now on p that cannot be written in
+// place: its result lies past the span of its bucket's epoch, or its bucket
+// is of an earlier generation than g. It replaces the bucket by one of g, of
+// the epoch of the result, holding it (a denial or a peek on a bucket of an
+// earlier generation writes the state lifted into g). It returns the step,
+// the place of the result, and Gone if p's bucket was evicted or replaced
+// meanwhile (nothing taken); stale if the bucket is of a generation newer
+// than g.
 //
 // Lock-free as to the word: the new state is computed from a loaded word and
 // the replacement is a CompareAndSwap of that word to Tomb, under the shard's
 // (or overflow bucket's) mutex only for the swap of the pointer.
-func (e *Engine) moveOn(h uint64, key string, p place, now fixedpoint.Instant, cost uint64) (fixedpoint.Step, place, shard.Status) {
-	l := e.layout
+func (e *Engine) rewrite(g *generation, h uint64, key string, p place, now fixedpoint.Instant, cost uint64) (s fixedpoint.Step, _ place, _ shard.Status, stale bool) {
+	l := g.layout
 	for {
-		w := p.b.Load()
-		if w == fixedpoint.Tomb {
-			return fixedpoint.Step{}, p, shard.Gone
+		orig, w, ep, live, fresh := g.view(p.b)
+		if !fresh {
+			return s, p, shard.Gone, true
 		}
-		s := l.Take(w, p.b.Base(l), now, cost)
-		if s.Write() {
-			if p.b.CompareAndSwap(w, s.Next) {
-				return s, p, shard.Done
+		if !live {
+			return s, p, shard.Gone, false
+		}
+		inPlace := p.b.Gen() == g.id
+		s = l.Take(w, l.Base(ep), now, cost)
+		next := s.Next
+		switch {
+		case s.Write() && inPlace:
+			if p.b.CompareAndSwap(orig, next) {
+				return s, p, shard.Done, false
 			}
 			continue
+		case s.NeedsEpoch(cost):
+			ep, next = l.PackNew(s.At, s.Tokens)
+		case !s.Write() && inPlace:
+			return s, p, shard.Done, false // denied, or a peek: nothing to write
+		case !s.Write():
+			next = w // the lifted state, taken or not
 		}
-		if !s.NeedsEpoch(cost) {
-			return s, p, shard.Done // denied by now
-		}
-		if nb, ok := e.replace(h, key, p, w, s.At, s.Tokens); ok {
-			return s, place{b: nb, spill: p.spill}, shard.Done
+		if nb, ok := e.replace(g, h, key, p, orig, ep, next); ok {
+			return s, place{b: nb, spill: p.spill}, shard.Done, false
 		} else if nb != p.b {
-			return fixedpoint.Step{}, p, shard.Gone
+			return s, p, shard.Gone, false
 		}
-		// The word changed under us: recompute.
+		if e.current() != g {
+			return s, p, shard.Gone, true // SetAt came between
+		}
+		// The word changed under us: compute again.
 	}
 }
 
-// replace replaces p's bucket, whose word is w, by one of the epoch of tick
-// holding tokens at tick. It reports false, with the bucket in place now,
-// when p's bucket is no longer the key's or its word is no longer w.
-func (e *Engine) replace(h uint64, key string, p place, w fixedpoint.Word, tick int64, tokens uint64) (*shard.Bucket, bool) {
-	ep, next := e.layout.PackNew(tick, tokens)
+// replace replaces p's bucket, whose word is w, by one of generation g and
+// epoch ep holding next. It reports false, with the bucket in place now, when
+// p's bucket is no longer the key's or its word is no longer w.
+func (e *Engine) replace(g *generation, h uint64, key string, p place, w fixedpoint.Word, ep fixedpoint.Epoch, next fixedpoint.Word) (*shard.Bucket, bool) {
 	if p.spill {
-		return e.replaceOverflow(p.b, w, ep, next)
+		return e.replaceOverflow(p.b, w, g.id, ep, next)
 	}
-	return e.table.Replace(h, key, p.b, w, ep, next)
+	return e.table.Replace(h, key, p.b, w, (*gens)(e), g.id, ep, next)
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
 	"github.com/faucetgo/faucet/shard"
 )
 
@@ -18,18 +17,19 @@ import (
 // engine on a virtual clock (SweepInterval < 0) calls SweepAt as often as it
 // wants its memory back.
 func (e *Engine) SweepAt(t time.Time) int {
-	now := e.layout.At(e.nanosAt(t))
+	ns := e.nanosAt(t)
 	n := 0
 	for i := range e.table.Shards() {
-		n += e.sweepShard(i, now)
+		n += e.sweepShard(i, ns)
 	}
-	e.sweepOverflow(now)
+	e.sweepOverflow(ns)
 	return n
 }
 
-func (e *Engine) sweepShard(i int, now fixedpoint.Instant) int {
+func (e *Engine) sweepShard(i int, ns int64) int {
+	g := e.current()
 	n := e.table.Sweep(i, func(b *shard.Bucket) (bool, int64) {
-		evicted, at, _ := e.evictIfFull(b, now)
+		evicted, at, _ := e.evictIfFull(g, b, ns)
 		return evicted, at
 	})
 	if n > 0 {
@@ -61,8 +61,8 @@ func (e *Engine) sweeper() {
 				return
 			default:
 			}
-			e.sweepShard(i, e.layout.At(e.nanosNow()))
+			e.sweepShard(i, e.nanosNow())
 		}
-		e.sweepOverflow(e.layout.At(e.nanosNow()))
+		e.sweepOverflow(e.nanosNow())
 	}
 }

@@ -19,20 +19,31 @@ import (
 // The histories below run at 1000 tokens/s on a clock counted in whole
 // microseconds: one quantum (0.001 token) per microsecond, so the engine's
 // fixed-point bucket and the integer bucket of linModel agree exactly, and a
-// history is linearizable or not with no rounding slack to argue about.
+// history is linearizable or not with no rounding slack to argue about. The
+// limits SetAt changes to keep that: 1, 2 or 4 quanta per microsecond.
 const (
 	linRate  = 1000.0
 	linBurst = 5.0
 	linCap   = int64(linBurst * 1000) // quanta
+	// linMaxCap is the largest burst of linLimits, in quanta.
+	linMaxCap = 8000
 )
 
+// linLimits are the limits a history with changes moves through, in quanta
+// per microsecond and quanta: other rates, and bursts below, above and at
+// the first.
+var linLimits = []struct{ rate, cap int64 }{{2, 3000}, {1, 8000}, {4, 5000}, {1, 2000}, {2, 8000}}
+
 // linInput is one operation on one key: a take of cost quanta at t (µs since
-// the epoch), or, for sweep, that key's part of a SweepAt(t).
+// the epoch); for sweep, that key's part of a SweepAt(t); for set, its part
+// of a SetAt(t) to rate quanta per µs and cap quanta.
 type linInput struct {
-	key   string
-	t     int64
-	cost  int64
-	sweep bool
+	key       string
+	t         int64
+	cost      int64
+	sweep     bool
+	set       bool
+	rate, cap int64
 }
 
 // linOutput is what a take returned, in quanta and nanoseconds.
@@ -42,22 +53,25 @@ type linOutput struct {
 	retry, resetWait int64
 }
 
-// linState is one key's bucket: quanta at last (µs). A key without a bucket
-// (live false) is full; last is then the time of its eviction, before which
-// no new bucket of the key starts (MinInt64 if it never had one).
+// linState is one key's bucket: quanta at last (µs), refilling at rate
+// quanta per µs up to cap. A key without a bucket (live false) holds what a
+// bucket full from the start would, carried through every change; last is
+// then the time of its eviction or of the latest change, before which no new
+// bucket of the key starts (MinInt64 if neither happened).
 type linState struct {
 	quanta, last int64
 	live         bool
+	rate, cap    int64
 }
 
 func (s linState) level(t int64) (quanta, at int64) {
 	if t <= s.last {
 		return s.quanta, s.last
 	}
-	if s.quanta == linCap || t-s.last >= linCap {
-		return linCap, t
+	if s.quanta == s.cap || t-s.last >= s.cap {
+		return s.cap, t
 	}
-	return min(linCap, s.quanta+t-s.last), t
+	return min(s.cap, s.quanta+s.rate*(t-s.last)), t
 }
 
 // linStep is the sequential specification of one key, written from the
@@ -66,12 +80,17 @@ func (s linState) level(t int64) (quanta, at int64) {
 // it; a peek (cost 0) changes nothing; RetryAfter and ResetAfter are the
 // exact waits from the caller's time (ResetAfter 0 when full); a sweep at t
 // evicts the bucket iff it is full at t and t is not before its last update,
-// and a new bucket starts no earlier than the eviction.
+// and a new bucket starts no earlier than the eviction; a change at t keeps
+// the bucket's level at t (or at its last update, if later), capped at the
+// new burst, and refills at the new rate from then.
 func linStep(s linState, in linInput) (linState, linOutput) {
 	level, at := s.level(in.t)
-	if in.sweep {
-		if s.live && in.t >= s.last && level == linCap {
-			return linState{linCap, in.t, false}, linOutput{}
+	switch {
+	case in.set:
+		return linState{min(level, in.cap), at, s.live, in.rate, in.cap}, linOutput{}
+	case in.sweep:
+		if s.live && in.t >= s.last && level == s.cap {
+			return linState{s.cap, in.t, false, s.rate, s.cap}, linOutput{}
 		}
 		return s, linOutput{}
 	}
@@ -79,15 +98,17 @@ func linStep(s linState, in linInput) (linState, linOutput) {
 	switch {
 	case in.cost == 0:
 		out.allowed = true
+	case in.cost > s.cap:
+		out.retry = int64(engine.InfDuration) // a change lowered the burst below the cost
 	case level >= in.cost:
 		out.allowed = true
 		out.remaining = level - in.cost
-		s = linState{out.remaining, at, true}
+		s = linState{out.remaining, at, true, s.rate, s.cap}
 	default:
-		out.retry = 1000 * (at + in.cost - level - in.t)
+		out.retry = 1000*(at-in.t) + 1000*(in.cost-level)/s.rate
 	}
-	if out.remaining < linCap {
-		out.resetWait = 1000 * (at + linCap - out.remaining - in.t)
+	if out.remaining < s.cap {
+		out.resetWait = 1000*(at-in.t) + 1000*(s.cap-out.remaining)/s.rate
 	}
 	return s, out
 }
@@ -109,15 +130,15 @@ var linModel = porcupine.Model{
 		}
 		return parts
 	},
-	Init: func() any { return linState{linCap, math.MinInt64, false} },
+	Init: func() any { return linState{linCap, math.MinInt64, false, 1, linCap} },
 	Step: func(state, input, output any) (bool, any) {
 		in := input.(linInput)
 		next, want := linStep(state.(linState), in)
-		return in.sweep || want == output.(linOutput), next
+		return in.sweep || in.set || want == output.(linOutput), next
 	},
 	Hash: func(state any) uint64 {
 		s := state.(linState)
-		h := uint64(s.quanta)*0x9e3779b97f4a7c15 ^ uint64(s.last)
+		h := uint64(s.quanta)*0x9e3779b97f4a7c15 ^ uint64(s.last) ^ uint64(s.cap)<<40 ^ uint64(s.rate)<<60
 		if s.live {
 			h = ^h
 		}
@@ -128,12 +149,15 @@ var linModel = porcupine.Model{
 		if in.sweep {
 			return fmt.Sprintf("sweep(%s, t=%dµs)", in.key, in.t)
 		}
+		if in.set {
+			return fmt.Sprintf("set(%s, t=%dµs, rate=%d/µs, burst=%d)", in.key, in.t, in.rate, in.cap)
+		}
 		o := output.(linOutput)
 		return fmt.Sprintf("take(%s, t=%dµs, cost=%d) -> %v rem=%d retry=%dns reset=%dns", in.key, in.t, in.cost, o.allowed, o.remaining, o.retry, o.resetWait)
 	},
 	DescribeState: func(state any) string {
 		s := state.(linState)
-		return fmt.Sprintf("%d quanta at %dµs (live %v)", s.quanta, s.last, s.live)
+		return fmt.Sprintf("%d of %d quanta at %dµs, %d/µs (live %v)", s.quanta, s.cap, s.last, s.rate, s.live)
 	},
 }
 
@@ -162,7 +186,12 @@ func linKeys(n, shards int) []string {
 // Each take reads the shared virtual clock and then, sometimes after
 // yielding, calls AllowAt: so calls arrive with times out of order, as from
 // goroutines that read time.Now before a slow path. frozen pins the clock.
-func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine.Operation {
+// With changes, one more goroutine calls SetAt in a loop, through linLimits.
+// Sweeps and changes take turns (a sweep at a time later than a change that
+// follows it is documented to let the keys it evicted refill from the
+// change's time), and a change's time is never before a sweep's; takes race
+// both.
+func linHistory(t *testing.T, clients, ops int, frozen, sweeps, changes bool) []porcupine.Operation {
 	const shards = 64
 	e, err := engine.New(engine.Config{Limit: linRate, Burst: linBurst, Shards: shards, SweepInterval: -1})
 	if err != nil {
@@ -184,6 +213,38 @@ func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine
 	}
 	var done atomic.Bool
 	var wg, takers sync.WaitGroup
+	var admin sync.Mutex // sweeps and changes take turns
+	var latestSweep int64
+	if changes {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(clients), 7))
+			var last int64
+			for i := 0; !done.Load(); {
+				if seq.Load() < last+300 {
+					runtime.Gosched() // about one change per 150 takes
+					continue
+				}
+				last = seq.Load()
+				admin.Lock()
+				// Sometimes behind some buckets' last updates.
+				at := max(0, latestSweep, clock.Load()-int64(rng.IntN(50)))
+				lim := linLimits[i%len(linLimits)]
+				i++
+				call := seq.Add(1)
+				if err := e.SetAt(base.Add(time.Duration(at)*time.Microsecond), engine.Limit(lim.rate*1000), float64(lim.cap)/1000); err != nil {
+					t.Error(err)
+				}
+				ret := seq.Add(1)
+				admin.Unlock()
+				part := make([]porcupine.Operation, len(keys))
+				for j, k := range keys {
+					part[j] = porcupine.Operation{ClientId: clients + 1, Input: linInput{key: k, t: at, set: true, rate: lim.rate, cap: lim.cap}, Call: call, Return: ret}
+				}
+				record(part)
+				runtime.Gosched()
+			}
+		})
+	}
 	if sweeps {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(clients), 99))
@@ -194,11 +255,14 @@ func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine
 					continue
 				}
 				last = seq.Load()
+				admin.Lock()
 				// Sometimes behind the callers' times, sometimes ahead.
 				at := max(0, clock.Load()+int64(rng.IntN(200))-100)
+				latestSweep = max(latestSweep, at)
 				call := seq.Add(1)
 				e.SweepAt(base.Add(time.Duration(at) * time.Microsecond))
 				ret := seq.Add(1)
+				admin.Unlock()
 				part := make([]porcupine.Operation, len(keys))
 				for i, k := range keys {
 					part[i] = porcupine.Operation{ClientId: clients, Input: linInput{key: k, t: at, sweep: true}, Call: call, Return: ret}
@@ -217,7 +281,7 @@ func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine
 				switch {
 				case frozen:
 				case rng.IntN(300) == 0:
-					now = clock.Add(linCap + 1000) // everyone idle: buckets refill, sweeps evict
+					now = clock.Add(linMaxCap + 1000) // everyone idle: buckets refill, sweeps evict
 				default:
 					now = clock.Add(int64(rng.IntN(40)))
 				}
@@ -250,6 +314,9 @@ func linHistory(t *testing.T, clients, ops int, frozen, sweeps bool) []porcupine
 	if sweeps && e.Stats().Evicted == 0 {
 		t.Error("no sweep evicted anything: the history does not exercise eviction")
 	}
+	if changes && e.Limit() == linRate && e.Burst() == linBurst {
+		t.Error("no change of limit: the history does not exercise SetAt")
+	}
 	return history
 }
 
@@ -272,21 +339,24 @@ func checkLinearizable(t *testing.T, history []porcupine.Operation) {
 }
 
 // P14: per-key histories of concurrent AllowAt (out-of-order times, mixed
-// and fractional costs, peeks) and SweepAt are linearizable with respect to
-// the sequential specification: every call's outcome, Remaining, RetryAfter
-// and ResetAfter included, is that of some order of the calls consistent
-// with real time.
+// and fractional costs, peeks), SweepAt and SetAt are linearizable with
+// respect to the sequential specification: every call's outcome, Remaining,
+// RetryAfter and ResetAfter included, is that of some order of the calls
+// consistent with real time.
 func TestLinearizable(t *testing.T) {
 	for _, tt := range []struct {
-		name           string
-		frozen, sweeps bool
+		name                    string
+		frozen, sweeps, changes bool
 	}{
-		{"clock=moving/sweeps=off", false, false},
-		{"clock=moving/sweeps=on", false, true},
-		{"clock=frozen/sweeps=off", true, false},
+		{"clock=moving/sweeps=off/changes=off", false, false, false},
+		{"clock=moving/sweeps=on/changes=off", false, true, false},
+		{"clock=frozen/sweeps=off/changes=off", true, false, false},
+		{"clock=moving/sweeps=off/changes=on", false, false, true},
+		{"clock=moving/sweeps=on/changes=on", false, true, true},
+		{"clock=frozen/sweeps=off/changes=on", true, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			history := linHistory(t, 4, 2500, tt.frozen, tt.sweeps)
+			history := linHistory(t, 4, 2500, tt.frozen, tt.sweeps, tt.changes)
 			checkLinearizable(t, history)
 		})
 	}
@@ -297,7 +367,7 @@ func TestLinearizable(t *testing.T) {
 func TestLinearizableRejects(t *testing.T) {
 	take := func(client int, call, ret, at, cost int64, allowed bool, remaining int64) porcupine.Operation {
 		in := linInput{key: "k", t: at, cost: cost}
-		_, out := linStep(linState{remaining + cost, at, true}, in) // the waits of the claimed outcome
+		_, out := linStep(linState{remaining + cost, at, true, 1, linCap}, in) // the waits of the claimed outcome
 		out.allowed, out.remaining = allowed, remaining
 		if allowed {
 			out.retry = 0

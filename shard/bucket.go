@@ -96,7 +96,10 @@ func (b *Bucket) Peek(l *fixedpoint.Layout, now fixedpoint.Instant) (at int64, t
 	return at, tokens, true
 }
 
-// NewBucket returns a bucket of epoch e holding w that belongs to no table
-// and has no key, such as an engine's overflow bucket. Take, Peek and
-// CompareAndSwap work on it as on any other; a Tomb in it is as final.
-func NewBucket(e fixedpoint.Epoch, w fixedpoint.Word) *Bucket { return newBucket("", e, uint64(w)) }
+// NewBucket returns a bucket of generation gen and epoch e holding w that
+// belongs to no table and has no key, such as an engine's overflow bucket.
+// Take, Peek and CompareAndSwap work on it as on any other; a Tomb in it is
+// as final.
+func NewBucket(gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
+	return newBucket("", gen, e, uint64(w))
+}

@@ -14,7 +14,7 @@ func fullWord(l *fixedpoint.Layout, tick int64) (fixedpoint.Epoch, fixedpoint.Wo
 func TestTakeOnTombIsGone(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", e, uint64(w))
+	b := newBucket("k", 0, e, uint64(w))
 	if _, st := b.Take(l, fixedpoint.Instant{}, 1000); st != Done {
 		t.Fatalf("live bucket: status %d", st)
 	}
@@ -36,7 +36,7 @@ func TestIdleBucketAfterAnyJump(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, w := fullWord(l, 0)
-	b := newBucket("idle", e, uint64(w))
+	b := newBucket("idle", 0, e, uint64(w))
 	if s, st := b.Take(l, fixedpoint.Instant{}, l.Capacity); st != Done || !s.Allowed || s.Tokens != 0 {
 		t.Fatalf("draining: %+v, %d", s, st)
 	}
@@ -77,7 +77,7 @@ func take(tab *Table, h uint64, key string, l *fixedpoint.Layout, now fixedpoint
 		}
 		e := l.EpochOf(s.At)
 		next, _ := l.Pack(l.Base(e), s.At, s.Tokens)
-		if nb, ok := tab.Replace(h, key, b, w, e, next); ok {
+		if nb, ok := tab.Replace(h, key, b, w, Fixed{l}, 0, e, next); ok {
 			return s, nb
 		} else {
 			b = nb
@@ -91,7 +91,7 @@ func TestReplace(t *testing.T) {
 	l, _ := fixedpoint.NewLayout(1e8, 10)
 	tab := NewTable(1, 1)
 	h := Hash("k")
-	old, _ := tab.Insert(h, "k", l, fixedpoint.Instant{})
+	old, _ := tab.Insert(h, "k", Fixed{l}, 0)
 	far := l.At(30 * 86400e9)
 	if _, st := old.Take(l, far, 1000); st != NeedsEpoch {
 		t.Fatalf("status %d, want NeedsEpoch", st)
@@ -99,10 +99,10 @@ func TestReplace(t *testing.T) {
 	w := old.Load()
 	e := l.EpochOf(far.Tick)
 	next, _ := l.Pack(l.Base(e), far.Tick, l.Capacity-1000)
-	if _, ok := tab.Replace(h, "k", old, w+1, e, next); ok || old.Load() != w {
+	if _, ok := tab.Replace(h, "k", old, w+1, Fixed{l}, 0, e, next); ok || old.Load() != w {
 		t.Fatal("Replace with a stale word succeeded")
 	}
-	nb, ok := tab.Replace(h, "k", old, w, e, next)
+	nb, ok := tab.Replace(h, "k", old, w, Fixed{l}, 0, e, next)
 	if !ok || nb == old || old.Load() != fixedpoint.Tomb || tab.Lookup(h, "k") != nb {
 		t.Fatalf("Replace: ok %v, new %p old %p (word %x), lookup %p", ok, nb, old, old.Load(), tab.Lookup(h, "k"))
 	}
@@ -113,7 +113,7 @@ func TestReplace(t *testing.T) {
 		t.Errorf("new bucket: key %q epoch %d", nb.Key(), nb.Epoch())
 	}
 	// Replacing the replaced bucket fails and names the current one.
-	if cur, ok := tab.Replace(h, "k", old, w, e, next); ok || cur != nb {
+	if cur, ok := tab.Replace(h, "k", old, w, Fixed{l}, 0, e, next); ok || cur != nb {
 		t.Errorf("Replace of a replaced bucket: ok %v, current %p", ok, cur)
 	}
 }
@@ -124,7 +124,7 @@ func TestReplaceRacingTakes(t *testing.T) {
 	l, _ := fixedpoint.NewLayout(1e8, 10)
 	tab := NewTable(1, 1)
 	h := Hash("k")
-	tab.Insert(h, "k", l, fixedpoint.Instant{})
+	tab.Insert(h, "k", Fixed{l}, 0)
 	far := l.At(30 * 86400e9) // full again, and past the first epoch's span
 	const cost = 100_000      // 100 tokens: 1000 takes drain the bucket
 	var wg sync.WaitGroup

@@ -18,7 +18,7 @@ func BenchmarkLookup(b *testing.B) {
 				keys[i] = fmt.Sprintf("key:%09d", i)
 			}
 			for i := range keys {
-				tab.Insert(Hash(keys[i]), keys[i], l, fixedpoint.Instant{})
+				tab.Insert(Hash(keys[i]), keys[i], Fixed{l}, 0)
 			}
 			order := rand.Perm(n)
 			i := 0

@@ -1,15 +1,16 @@
 package shard
 
-// This file holds all of the package's unsafe code: a bucket, its epoch and
-// its key share one pointer-free heap object.
+// This file holds all of the package's unsafe code: a bucket, its epoch, its
+// generation and its key share one pointer-free heap object.
 //
 //	offset 0   word     uint64 (the Bucket)
 //	offset 8   epoch    int32  (fixedpoint.Epoch; fixed for the object's life)
-//	offset 12  keyLen   uint16 (0xFFFF: the length is the uint32 at offset 14)
-//	offset 14  key bytes (or offset 18 for keys of 65535 bytes and more)
+//	offset 12  gen      uint16 (the layout its word is packed in; fixed too)
+//	offset 14  keyLen   uint16 (0xFFFF: the length is the uint32 at offset 16)
+//	offset 16  key bytes (or offset 20 for keys of 65535 bytes and more)
 //
 // One allocation per key, with no pointers inside, so the garbage collector
-// never scans it: 24 bytes for a key of up to 10 bytes, 32 up to 18.
+// never scans it: 24 bytes for a key of up to 8 bytes, 32 up to 16.
 
 import (
 	"encoding/binary"
@@ -21,18 +22,19 @@ import (
 
 const (
 	epochOffset = 8
-	lenOffset   = 12
-	shortOffset = 14
-	longOffset  = 18
+	genOffset   = 12
+	lenOffset   = 14
+	shortOffset = 16
+	longOffset  = 20
 	longMark    = 0xFFFF
 	// minObject keeps objects out of the runtime's tiny allocator, which packs
 	// objects under 16 bytes without 8-byte alignment.
 	minObject = 16
 )
 
-// newBucket allocates a bucket of epoch e holding w, followed by a copy of
-// key.
-func newBucket(key string, e fixedpoint.Epoch, w uint64) *Bucket {
+// newBucket allocates a bucket of generation gen and epoch e holding w,
+// followed by a copy of key.
+func newBucket(key string, gen uint16, e fixedpoint.Epoch, w uint64) *Bucket {
 	off := shortOffset
 	if len(key) >= longMark {
 		off = longOffset
@@ -40,6 +42,7 @@ func newBucket(key string, e fixedpoint.Epoch, w uint64) *Bucket {
 	buf := make([]byte, max(off+len(key), minObject))
 	p := unsafe.Pointer(unsafe.SliceData(buf))
 	*(*int32)(unsafe.Add(p, epochOffset)) = int32(e)
+	*(*uint16)(unsafe.Add(p, genOffset)) = gen
 	if off == shortOffset {
 		*(*uint16)(unsafe.Add(p, lenOffset)) = uint16(len(key))
 	} else {
@@ -57,6 +60,10 @@ func newBucket(key string, e fixedpoint.Epoch, w uint64) *Bucket {
 func (b *Bucket) Epoch() fixedpoint.Epoch {
 	return fixedpoint.Epoch(*(*int32)(unsafe.Add(unsafe.Pointer(b), epochOffset)))
 }
+
+// Gen returns the bucket's generation: which of its engine's layouts its
+// word is packed in. It is written once, with the epoch.
+func (b *Bucket) Gen() uint16 { return *(*uint16)(unsafe.Add(unsafe.Pointer(b), genOffset)) }
 
 // Key returns the bucket's key. The bytes are written once, before the bucket
 // is published in an index, and never again, so reading them needs no
@@ -82,7 +89,8 @@ func (b *Bucket) HasKey(key string) bool {
 	if n != uintptr(len(key)) || n < 8 || n > 16 {
 		return b.Key() == key
 	}
-	// n <= 16 is below longMark, so the bytes start at shortOffset.
+	// n <= 16 is below longMark, so the bytes start at shortOffset, 8-byte
+	// aligned.
 	mine := unsafe.Slice((*byte)(unsafe.Add(p, shortOffset)), n)
 	theirs := unsafe.Slice(unsafe.StringData(key), n)
 	return binary.LittleEndian.Uint64(mine) == binary.LittleEndian.Uint64(theirs) &&

@@ -19,12 +19,14 @@ type Shard struct {
 	mu sync.Mutex
 	// index is replaced whole on rebuild; readers load it once per lookup.
 	index atomic.Pointer[index]
-	// watermark is the latest tick at which a bucket of this shard was
-	// evicted. New buckets start at no earlier tick, so that a caller whose
-	// time is older than an eviction sees the full bucket the eviction saw,
-	// as if the evicted bucket were still there. It is math.MinInt64 until
-	// the first eviction: a new bucket at a time before the epoch (a
-	// caller's clock read before the first call) starts at that time.
+	// watermark is the latest time, in nanoseconds since the engine's
+	// epoch, at which a bucket of this shard was evicted. New buckets start
+	// no earlier, so that a caller whose time is older than an eviction sees
+	// the full bucket the eviction saw, as if the evicted bucket were still
+	// there. It is math.MinInt64 until the first eviction: a new bucket at a
+	// time before the epoch (a caller's clock read before the first call)
+	// starts at that time. In nanoseconds rather than ticks, because a
+	// change of the engine's burst changes the tick.
 	watermark atomic.Int64
 	// cursor is where the next capacity eviction scan of this shard starts;
 	// guarded by mu.
@@ -106,11 +108,48 @@ func (t *Table) Lookup(h uint64, key string) *Bucket {
 	return s.index.Load().find(t.mix(h), key)
 }
 
-// Insert returns the bucket of key, creating it if absent, full at now or at
-// the shard's eviction watermark if that is later, in the epoch of that tick.
-// created reports whether this call created it. Insert takes the shard's
-// mutex.
-func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoint.Instant) (b *Bucket, created bool) {
+// Watermark returns the time (nanoseconds since the engine's epoch) of the
+// latest eviction in key's shard, math.MinInt64 if none: a key without a
+// bucket is as if updated then.
+func (t *Table) Watermark(h uint64) int64 {
+	return t.shards[t.ShardOf(h)].watermark.Load()
+}
+
+// Generations tells a table which generation new and replacing buckets are
+// of, and what a new bucket holds. The engine implements it; a table whose
+// one layout never changes uses Fixed.
+type Generations interface {
+	// Current returns the id of the generation in force.
+	Current() uint16
+	// Fresh returns the generation in force and the epoch and word of a
+	// new bucket in it: the state of a key that had no bucket, from born
+	// (nanoseconds since the engine's epoch) or from watermark if that is
+	// later.
+	Fresh(born, watermark int64) (gen uint16, e fixedpoint.Epoch, w fixedpoint.Word)
+}
+
+// Fixed is the Generations of a table whose one layout never changes: every
+// bucket is of generation 0, and a new one is full.
+type Fixed struct{ Layout *fixedpoint.Layout }
+
+// Current returns 0.
+func (f Fixed) Current() uint16 { return 0 }
+
+// Fresh returns generation 0 and a full bucket from born or watermark.
+func (f Fixed) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
+	l := f.Layout
+	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.At(watermark).Ceil), l.Capacity)
+	return 0, e, w
+}
+
+// Insert returns the bucket of key, creating it if absent: of the current
+// generation of gens, holding what gens.Fresh gives for born (nanoseconds
+// since the engine's epoch) and the shard's eviction watermark. created
+// reports whether this call created it. Insert takes the shard's mutex, and
+// reads the generation under it, so that a rewrite of the shard that follows
+// a change of generation (engine.SetAt) either comes after the insert and
+// rewrites it, or came before and the insert is of the new generation.
+func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *Bucket, created bool) {
 	s := &t.shards[t.ShardOf(h)].Shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,22 +162,25 @@ func (t *Table) Insert(h uint64, key string, l *fixedpoint.Layout, now fixedpoin
 		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
 		s.index.Store(ix)
 	}
-	e, w := l.PackNew(l.FullTick(now.Ceil, s.watermark.Load()), l.Capacity)
-	b = newBucket(key, e, uint64(w))
+	gen, e, w := gens.Fresh(born, s.watermark.Load())
+	b = newBucket(key, gen, e, uint64(w))
 	ix.insert(m, b)
 	return b, true
 }
 
 // Replace replaces old, key's bucket, whose word is w, by a new bucket of
-// epoch e holding next, for a write whose state lies past the span of old's
-// epoch: it tombs old (a CompareAndSwap from w), so that takes still holding
-// it find the tomb and look the key up again, and puts the new bucket in
-// old's slot. It takes the shard's mutex.
+// generation gen and epoch e holding next, for a write whose state lies past
+// the span of old's epoch or is packed in another layout: it tombs old (a
+// CompareAndSwap from w), so that takes still holding it find the tomb and
+// look the key up again, and puts the new bucket in old's slot. It takes the
+// shard's mutex.
 //
 // It reports false, changing nothing, if old is no longer key's bucket (then
-// it returns the bucket that is, nil if none) or old's word is no longer w
-// (then it returns old): the caller recomputes.
-func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, e fixedpoint.Epoch, next fixedpoint.Word) (*Bucket, bool) {
+// it returns the bucket that is, nil if none), or old's word is no longer w
+// or gen is no longer the current generation of gens (then it returns old):
+// the caller recomputes. The generation is checked under the mutex, as in
+// Insert.
+func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, gens Generations, gen uint16, e fixedpoint.Epoch, next fixedpoint.Word) (*Bucket, bool) {
 	s := &t.shards[t.ShardOf(h)].Shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,10 +189,10 @@ func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, e 
 	if cur := ix.find(m, key); cur != old {
 		return cur, false
 	}
-	if !old.CompareAndSwap(w, fixedpoint.Tomb) {
+	if gens.Current() != gen || !old.CompareAndSwap(w, fixedpoint.Tomb) {
 		return old, false
 	}
-	nb := newBucket(key, e, uint64(next))
+	nb := newBucket(key, gen, e, uint64(next))
 	ix.swap(m, old, nb)
 	return nb, true
 }
@@ -167,8 +209,9 @@ func (t *Table) Current(h uint64, key string) *Bucket {
 
 // Visitor decides the fate of one bucket during a sweep or an eviction scan.
 // If it replaced the bucket's word by fixedpoint.Tomb it returns evicted and
-// the tick the eviction was decided at; the table then drops the bucket from
-// its index and raises the shard's watermark to that tick.
+// the time the eviction was decided at, in nanoseconds since the engine's
+// epoch; the table then drops the bucket from its index and raises the
+// shard's watermark to that time.
 type Visitor func(b *Bucket) (evicted bool, at int64)
 
 // sweepChunk is how many index groups (7 slots each) a sweep visits per hold
@@ -178,10 +221,40 @@ const sweepChunk = 32
 
 // Sweep visits every bucket of shard i and returns how many were evicted. It
 // holds the shard's mutex one chunk at a time (lookups and takes never wait;
-// inserts into this shard wait for at most a chunk). If the index is rebuilt
-// between two chunks the sweep starts the shard over, so that no bucket is
-// missed; visiting one twice is harmless.
+// inserts into this shard wait for at most a chunk).
 func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
+	t.walk(i, func(s *Shard, ix *index, g, j uint64) {
+		if t.visitSlot(s, ix, g, j, visit) {
+			evicted++
+		}
+	})
+	return evicted
+}
+
+// Rewriter decides whether one bucket is rewritten during Rewrite: it
+// returns nil to keep it, or a new bucket for the same key, after it tombed
+// the old one (by CompareAndSwap from the word it rewrote).
+type Rewriter func(b *Bucket) (nb *Bucket)
+
+// Rewrite visits every bucket of shard i and puts in its slot the bucket the
+// visitor returns, if any, holding the shard's mutex one chunk at a time, as
+// Sweep does. NewBucketFor makes the replacement.
+func (t *Table) Rewrite(i int, rewrite Rewriter) {
+	t.walk(i, func(_ *Shard, ix *index, g, j uint64) {
+		if !ix.occupied(g, j) {
+			return
+		}
+		if nb := rewrite(ix.groups[g].slots[j].Load()); nb != nil {
+			ix.groups[g].slots[j].Store(nb)
+		}
+	})
+}
+
+// walk calls slot for every slot of shard i's index, under the shard's
+// mutex, taken one chunk of groups at a time. If the index is rebuilt
+// between two chunks the walk starts the shard over, so that no bucket is
+// missed; Sweep and Rewrite visit a bucket twice harmlessly.
+func (t *Table) walk(i int, slot func(s *Shard, ix *index, g, j uint64)) {
 	s := &t.shards[i].Shard
 	var seen *index
 	for g := uint64(0); ; {
@@ -193,17 +266,21 @@ func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
 		end := min(g+sweepChunk, uint64(len(ix.groups)))
 		for ; g < end; g++ {
 			for j := range uint64(groupSlots) {
-				if t.visitSlot(s, ix, g, j, visit) {
-					evicted++
-				}
+				slot(s, ix, g, j)
 			}
 		}
 		done := g >= uint64(len(ix.groups))
 		s.mu.Unlock()
 		if done {
-			return evicted
+			return
 		}
 	}
+}
+
+// NewBucketFor returns a bucket for old's key, of generation gen and epoch e
+// holding w, for a Rewriter.
+func NewBucketFor(old *Bucket, gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
+	return newBucket(old.Key(), gen, e, uint64(w))
 }
 
 // EvictOne looks for one bucket the visitor evicts, visiting at most budget

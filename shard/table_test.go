@@ -38,8 +38,8 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 func TestBucketKeyRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
 		k := strings.Repeat("ab", n)[:n]
-		b := newBucket(k, -3, 42)
-		if b.Key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 {
+		b := newBucket(k, 7, -3, 42)
+		if b.Key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
 			t.Errorf("len %d: key round trip failed (word %d)", n, b.Load())
 		}
 		if uintptr(unsafe.Pointer(b))%8 != 0 {
@@ -59,7 +59,7 @@ func TestCollidingHashes(t *testing.T) {
 	for i := range 300 {
 		k := fmt.Sprint("key-", i)
 		keys = append(keys, k)
-		b, created := tab.Insert(h, k, l, fixedpoint.Instant{})
+		b, created := tab.Insert(h, k, Fixed{l}, 0)
 		if !created || b.Key() != k {
 			t.Fatalf("insert %q: created=%v key=%q", k, created, b.Key())
 		}
@@ -69,7 +69,7 @@ func TestCollidingHashes(t *testing.T) {
 		if b == nil || b.Key() != k {
 			t.Fatalf("lookup %q failed", k)
 		}
-		if again, created := tab.Insert(h, k, l, fixedpoint.Instant{}); created || again != b {
+		if again, created := tab.Insert(h, k, Fixed{l}, 0); created || again != b {
 			t.Fatalf("second insert of %q created a new bucket", k)
 		}
 	}
@@ -95,7 +95,7 @@ func TestCollidingHashes(t *testing.T) {
 		}
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
-	b, _ := tab.Insert(h, "fresh", l, fixedpoint.Instant{})
+	b, _ := tab.Insert(h, "fresh", Fixed{l}, 0)
 	if got := l.Resolve(b.Load(), b.Base(l)); got < 7 {
 		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
 	}
@@ -131,7 +131,7 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	}
 	for i := range 20000 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, Fixed{l}, 0)
 		inserted.Store(int64(i + 1))
 	}
 	close(stop)
@@ -161,7 +161,7 @@ func TestEvictOneBudget(t *testing.T) {
 	tab := NewTable(2, 3)
 	for i := range 100 {
 		k := fmt.Sprint(i)
-		tab.Insert(Hash(k), k, l, fixedpoint.Instant{})
+		tab.Insert(Hash(k), k, Fixed{l}, 0)
 	}
 	visited := 0
 	if tab.EvictOne(10, func(*Bucket) (bool, int64) { visited++; return false, 0 }) {
