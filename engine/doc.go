@@ -16,6 +16,12 @@
 // take the time as an argument, for tests, simulations and callers that have
 // already read the clock.
 //
+// SetLimit, SetBurst and SetAt change the limit at runtime. Every bucket
+// keeps its tokens at the change (capped at a smaller burst) and refills at
+// the new rate from then; keys without a bucket change alike, as buckets
+// full from the start, so a raise of the burst reaches every key at the new
+// rate, not at once.
+//
 // # Concurrency
 //
 // All methods are safe for simultaneous use. On a key that has a bucket,
