@@ -76,6 +76,11 @@ func (b *Bucket) Key() string {
 		n = uintptr(*(*uint32)(unsafe.Add(p, shortOffset)))
 		off = longOffset
 	}
+	if n == 0 {
+		// The empty key's object ends where its bytes would start: a
+		// pointer there points past the allocation (checkptr rejects it).
+		return ""
+	}
 	return unsafe.String((*byte)(unsafe.Add(p, off)), n)
 }
 
