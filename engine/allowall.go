@@ -213,7 +213,7 @@ func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint6
 		return credit
 	case g.prev.Load():
 		fl := from.layout
-		ft, fat := fl.At(takeNs).Ceil, fl.At(l.Nanos(at)).Ceil
+		ft, fat := fl.CeilTick(takeNs), fl.CeilTick(l.Nanos(at))
 		if fat > ft {
 			credit = max(credit, fl.Credit(ft, min(uint64(fat-ft), fl.FillTicks)))
 		}
@@ -261,7 +261,7 @@ func (e *Engine) give(h held) Decision {
 		}
 		base := l.Base(ep)
 		_, at, tokens := l.Advance(w, base, now)
-		took := l.At(h.atNs).Ceil // the take's tick, in g's units
+		took := l.CeilTick(h.atNs) // the take's tick, in g's units
 		back := min(h.cost, l.Capacity)
 		if at > took {
 			back -= min(back, g.refillSince(h.g, h.atNs, took, at))

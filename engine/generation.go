@@ -70,7 +70,7 @@ func (g *generation) fresh(born, watermark int64) (fixedpoint.Epoch, fixedpoint.
 	l := g.layout
 	watermark = max(watermark, g.since)
 	if max(born, watermark) >= g.fullAt {
-		return l.PackNew(l.FullTick(l.At(born).Ceil, l.At(watermark).Ceil), l.Capacity)
+		return l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity)
 	}
 	base := l.Base(g.blankEp)
 	if stamp := l.Resolve(g.blank, base); watermark <= l.Nanos(stamp) {
@@ -194,5 +194,5 @@ func (g *generation) view(b *shard.Bucket) (orig, w fixedpoint.Word, ep fixedpoi
 func lift(from, to *generation, w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Epoch, fixedpoint.Word) {
 	l, nl := from.layout, to.layout
 	_, at, tokens := l.Advance(w, l.Base(ep), l.At(to.since))
-	return nl.PackNew(nl.Boundary(nl.At(l.Nanos(at)).Ceil), min(tokens, nl.Capacity))
+	return nl.PackNew(nl.Boundary(nl.CeilTick(l.Nanos(at))), min(tokens, nl.Capacity))
 }

@@ -161,6 +161,17 @@ func (l *Layout) At(ns int64) Instant {
 	return Instant{t, t}
 }
 
+// CeilTick returns the first tick that starts at or after ns, like
+// At(ns).Ceil but without clamping ns beyond ±2^62: for a bucket's stamp
+// converted to another unit, which may lie past the bound (a full bucket is
+// stored from its next quantum, FullTick), and must keep that distance.
+func (l *Layout) CeilTick(ns int64) int64 {
+	if ns < -(1 << 62) {
+		return l.At(ns).Ceil
+	}
+	return (ns + l.TickNanos() - 1) >> l.TickShift
+}
+
 // Tick converts nanoseconds since the epoch to a tick, rounding down (toward
 // fewer tokens). Values beyond ±2^62 ns are clamped first.
 func (l *Layout) Tick(ns int64) int64 {

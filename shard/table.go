@@ -138,7 +138,7 @@ func (f Fixed) Current() uint16 { return 0 }
 // Fresh returns generation 0 and a full bucket from born or watermark.
 func (f Fixed) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
 	l := f.Layout
-	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.At(watermark).Ceil), l.Capacity)
+	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity)
 	return 0, e, w
 }
 
