@@ -63,7 +63,8 @@ func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
 func (e *Engine) TokensAt(t time.Time, key string) float64 {
 	ns := e.nanosAt(t)
 	key = BoundedKey(key)
-	g, _, tokens, ok := e.stateOf(e.current(), shard.Hash(key), key, ns)
+	h := shard.Hash(key)
+	g, _, tokens, ok := e.stateOf(e.current(), h, key, ns)
 	if ok {
 		return fixedpoint.TokensOf(tokens)
 	}
@@ -75,7 +76,7 @@ func (e *Engine) TokensAt(t time.Time, key string) float64 {
 			return fixedpoint.TokensOf(tokens)
 		}
 	}
-	return e.blankTokens(g, shard.Hash(key), ns)
+	return e.blankTokens(g, h, ns)
 }
 
 // decide is AllowAt at ns, nanoseconds since the epoch, for the caller's key.
@@ -87,19 +88,17 @@ func (e *Engine) decide(ns int64, key string, n float64) Decision {
 // to, in generation g. With detail false only Allowed is filled in (Allow
 // needs nothing else).
 func (e *Engine) take(g *generation, ns int64, key string, n float64, detail bool) Decision {
+	h := shard.Hash(key)
 	cost, ok := fixedpoint.Quantize(n)
 	if !ok {
 		e.denied.add()
-		d, _ := e.never(g, ns, key)
+		d, _ := e.never(g, h, key, ns)
 		return d
 	}
 	for {
 		if cost > g.layout.Capacity {
-			// Above the burst: denied, unless a change of limit raced the
-			// call and the key's bucket is of a generation whose burst is
-			// large enough; the call is then decided in that one.
-			d, in := e.never(g, ns, key)
-			if in == g || cost > in.layout.Capacity {
+			d, in := e.aboveBurst(g, h, key, ns, cost)
+			if in == nil {
 				e.denied.add()
 				return d
 			}
@@ -108,18 +107,30 @@ func (e *Engine) take(g *generation, ns int64, key string, n float64, detail boo
 		var s fixedpoint.Step
 		var out outcome
 		var d Decision
-		g, s, _, out, d = e.takeKey(g, shard.Hash(key), key, ns, cost)
+		g, s, _, out, d = e.takeKey(g, h, key, ns, cost)
 		switch out {
 		case unstored:
 			e.allowed.add()
-			return e.blankPeek(g, shard.Hash(key), ns)
+			return e.blankPeek(g, h, ns)
 		case refused:
 			return d
 		case oversized:
-			continue
+			continue // g is the generation that lowered the burst
 		}
 		return e.decision(g, s, ns, cost, detail)
 	}
+}
+
+// aboveBurst decides a call whose cost is above generation g's burst: denied
+// (the Decision, uncounted, and nil), unless a change of limit raced the call
+// and key's bucket is of a newer generation whose burst is large enough; it
+// then returns that generation, in which the call is decided again.
+func (e *Engine) aboveBurst(g *generation, h uint64, key string, ns int64, cost uint64) (Decision, *generation) {
+	d, in := e.never(g, h, key, ns)
+	if in == g || cost > in.layout.Capacity {
+		return d, nil
+	}
+	return Decision{}, in
 }
 
 // decision turns a fixedpoint step of generation g into a Decision and counts
@@ -174,10 +185,10 @@ func since(ns, until int64) time.Duration {
 // reporting key's state as generation g reads it, or a newer one if key's
 // bucket is of a newer one (a change of limit raced the call): it returns
 // the generation the report is in.
-func (e *Engine) never(g *generation, ns int64, key string) (Decision, *generation) {
-	g, at, tokens, ok := e.stateOf(g, shard.Hash(key), key, ns)
+func (e *Engine) never(g *generation, h uint64, key string, ns int64) (Decision, *generation) {
+	g, at, tokens, ok := e.stateOf(g, h, key, ns)
 	if !ok {
-		at, tokens = e.blank(g, shard.Hash(key), ns)
+		at, tokens = e.blank(g, h, ns)
 	}
 	return g.after(at, tokens, fixedpoint.Never, ns), g
 }

@@ -161,26 +161,29 @@ func (e *Engine) nanosFor(t time.Time, explicit bool) int64 {
 // nothing and returns what giving the tokens back needs. key is bounded
 // (BoundedKey), as for peek.
 func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
+	h := shard.Hash(key)
 	g := e.current()
 	var s fixedpoint.Step
 	var p place
 	var out outcome
 	var d Decision
 	for {
-		if g, s, p, out, d = e.takeKey(g, shard.Hash(key), key, ns, cost); out != oversized {
+		// AllowAll checked cost against the burst; a change of limit may
+		// have lowered it since, as for take.
+		if cost > g.layout.Capacity {
+			d, in := e.aboveBurst(g, h, key, ns, cost)
+			if in == nil {
+				return d, held{key: key, ns: ns, cost: fixedpoint.Never}
+			}
+			g = in
+		}
+		if g, s, p, out, d = e.takeKey(g, h, key, ns, cost); out != oversized {
 			break
 		}
-		// SetAt lowered the burst below cost while the call ran: denied,
-		// unless another change raised it again (as for take).
-		d, in := e.never(g, ns, key)
-		if in == g || cost > in.layout.Capacity {
-			return d, held{key: key, ns: ns, cost: fixedpoint.Never}
-		}
-		g = in
 	}
 	switch {
 	case out == unstored:
-		return e.blankPeek(g, shard.Hash(key), ns), held{key: key, ns: ns}
+		return e.blankPeek(g, h, ns), held{key: key, ns: ns}
 	case out == refused:
 		return d, held{key: key, ns: ns, cost: cost, counted: true}
 	case !s.Allowed:
@@ -297,7 +300,8 @@ func (e *Engine) give(h held) Decision {
 // peek reports, without changing anything, key's bucket at ns as a denied
 // Decision for a take of cost quanta (fixedpoint.Never: never satisfiable).
 func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
-	g, at, tokens, ok := e.stateOf(e.current(), shard.Hash(key), key, ns)
+	h := shard.Hash(key)
+	g, at, tokens, ok := e.stateOf(e.current(), h, key, ns)
 	if ok {
 		return g.after(at, tokens, cost, ns)
 	}
@@ -310,7 +314,7 @@ func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
 		}
 	}
 	// No bucket: what a new one would hold.
-	at, tokens = e.blank(g, shard.Hash(key), ns)
+	at, tokens = e.blank(g, h, ns)
 	return g.after(at, tokens, cost, ns)
 }
 

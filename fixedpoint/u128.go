@@ -68,8 +68,6 @@ func (x u128) low(n uint) u128 {
 	}
 }
 
-func (x u128) less(y u128) bool { return x.hi < y.hi || x.hi == y.hi && x.lo < y.lo }
-
 // mod5p6 returns x mod 5^6; the divisions by a constant compile to
 // multiplications. Products of a tick and a rate mostly fit 64 bits, where
 // one reduction does.

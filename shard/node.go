@@ -102,16 +102,6 @@ func (b *Bucket) HasKey(key string) bool {
 		binary.LittleEndian.Uint64(mine[n-8:]) == binary.LittleEndian.Uint64(theirs[n-8:])
 }
 
-// objectSize is the number of bytes newBucket requests for key (the runtime
-// rounds it up to its size class).
-func objectSize(key string) int {
-	off := shortOffset
-	if len(key) >= longMark {
-		off = longOffset
-	}
-	return max(off+len(key), minObject)
-}
-
 // compile-time check that the word is first and 8 bytes long.
 var _ = [1]struct{}{}[unsafe.Offsetof(Bucket{}.word)]
 var _ = [1]struct{}{}[unsafe.Sizeof(atomic.Uint64{})-8]
