@@ -409,3 +409,26 @@ func TestGiveBackAcrossSetAt(t *testing.T) {
 		})
 	}
 }
+
+// An attacker who floods new keys right after a raise of the burst gets no
+// key the new burst: the keys that find room hold what every key without a
+// bucket holds (5 at the raise, 6 a second later at 1/s), and the rest share
+// the overflow bucket, made the same way. 1,000 new keys: 10 × 1 + 6.
+func TestSetRaiseThenFloodOfNewKeys(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1, Burst: 5, MaxKeys: 10})
+	if err := e.SetBurstAt(at(time.Second), 100); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for i := range 1000 {
+		if e.AllowAt(at(2*time.Second), fmt.Sprint("flood-", i), 1).Allowed {
+			admitted++
+		}
+	}
+	if admitted != 16 {
+		t.Errorf("a flood of 1,000 new keys after the raise admitted %d, want 16", admitted)
+	}
+	if got := e.TokensAt(at(2*time.Second), "flood-0"); got != 5 {
+		t.Errorf("a flooding key holds %v, want 5", got)
+	}
+}
