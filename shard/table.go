@@ -116,7 +116,8 @@ func (t *Table) Watermark(h uint64) int64 {
 }
 
 // Generations tells a table which generation new and replacing buckets are
-// of, and what a new bucket holds. The engine implements it.
+// of, and what a new bucket holds. The engine implements it; a table whose
+// one layout never changes uses Fixed.
 type Generations interface {
 	// Current returns the id of the generation in force.
 	Current() uint16
@@ -125,6 +126,20 @@ type Generations interface {
 	// (nanoseconds since the engine's epoch) or from watermark if that is
 	// later.
 	Fresh(born, watermark int64) (gen uint16, e fixedpoint.Epoch, w fixedpoint.Word)
+}
+
+// Fixed is the Generations of a table whose one layout never changes: every
+// bucket is of generation 0, and a new one is full.
+type Fixed struct{ Layout *fixedpoint.Layout }
+
+// Current returns 0.
+func (f Fixed) Current() uint16 { return 0 }
+
+// Fresh returns generation 0 and a full bucket from born or watermark.
+func (f Fixed) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
+	l := f.Layout
+	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity)
+	return 0, e, w
 }
 
 // Insert returns the bucket of key, creating it if absent: of the current
