@@ -61,10 +61,13 @@ func (e *Engine) AllowAt(t time.Time, key string, n float64) Decision {
 // them full by the last eviction scan); then the overflow bucket's tokens
 // (FullShare), or 0 (FullDeny). It changes nothing and creates no bucket.
 func (e *Engine) TokensAt(t time.Time, key string) float64 {
-	ns := e.nanosAt(t)
-	key = BoundedKey(key)
+	return e.tokensAt(e.current(), e.nanosAt(t), BoundedKey(key))
+}
+
+// tokensAt is TokensAt at ns for a call that loaded generation g on entry.
+func (e *Engine) tokensAt(g *generation, ns int64, key string) float64 {
 	h := shard.Hash(key)
-	g, _, tokens, ok := e.stateOf(e.current(), h, key, ns)
+	g, _, tokens, ok := e.stateOf(g, h, key, ns)
 	if ok {
 		return fixedpoint.TokensOf(tokens)
 	}

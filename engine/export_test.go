@@ -43,3 +43,21 @@ func (e *Engine) CreateAt(t time.Time, key string) {
 	g := e.current()
 	e.create(g, shard.Hash(key), key, g.layout.At(ns), ns, &overflowed)
 }
+
+// Generation is the limit a call loads on entry, for tests that make a call
+// in one a change of limit has since replaced, as a call preempted between
+// that load and its lookup of the key does.
+type Generation = *generation
+
+// Generation returns the limit in force.
+func (e *Engine) Generation() Generation { return e.current() }
+
+// PeekIn is AllowAt(t, key, 0) made by a call that loaded g on entry.
+func (e *Engine) PeekIn(g Generation, t time.Time, key string) Decision {
+	return e.take(g, e.nanosAt(t), BoundedKey(key), 0, true)
+}
+
+// TokensIn is TokensAt made by a call that loaded g on entry.
+func (e *Engine) TokensIn(g Generation, t time.Time, key string) float64 {
+	return e.tokensAt(g, e.nanosAt(t), BoundedKey(key))
+}

@@ -46,6 +46,13 @@ func (e *Engine) takeKey(g *generation, h uint64, key string, ns int64, cost uin
 		now := g.layout.At(ns)
 		if p.b == nil {
 			if cost == 0 {
+				// No bucket reads as the blank of the generation current
+				// at the lookup: a SetAt after g was loaded may have let a
+				// sweep evict the key at the new burst.
+				if c := e.current(); c != g {
+					g, p = c, place{b: e.table.Lookup(h, key)}
+					continue
+				}
 				return g, fixedpoint.Step{}, p, unstored, Decision{}
 			}
 			var d Decision
@@ -102,10 +109,19 @@ func (e *Engine) successor(h uint64, key string, p place) place {
 
 // stateOf returns the state of key's bucket at ns in generation g, changing
 // nothing; ok is false if the key has no bucket (a new one would be full).
-// It returns the generation the state is in (a newer one if SetAt raced).
+// It returns the generation the state is in (a newer one if SetAt raced);
+// with ok false, the one current when the lookup found no bucket, whose
+// blank is what the key holds.
 func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *generation, at int64, tokens uint64, ok bool) {
 	p := place{b: e.table.Lookup(h, key)}
-	for p.b != nil {
+	for {
+		if p.b == nil {
+			if c := e.current(); c != g {
+				g, p = c, place{b: e.table.Lookup(h, key)}
+				continue
+			}
+			return g, 0, 0, false
+		}
 		_, w, ep, live, fresh := g.view(p.b)
 		if !fresh {
 			g = e.current()
@@ -118,7 +134,6 @@ func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *gene
 		}
 		p = e.successor(h, key, p) // evicted (full), or replaced
 	}
-	return g, 0, 0, false
 }
 
 // rewrite makes a take of cost quanta at now on p that cannot be written in

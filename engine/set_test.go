@@ -432,3 +432,26 @@ func TestSetRaiseThenFloodOfNewKeys(t *testing.T) {
 		t.Errorf("a flooding key holds %v, want 5", got)
 	}
 }
+
+// A call that loaded the limit before a change and looks the key up after a
+// sweep evicted it at the new burst reports the key as the new limit has it.
+// The key never holds more than 3 tokens after its take; the old limit's
+// idea of a key without a bucket is 8. (A peek preempted across SetAt and
+// SweepAt saw 8 in the linearizability test.)
+func TestCallAcrossSetAndEvictionSeesTheNewLimit(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1, Burst: 8})
+	e.AllowAt(at(0), "k", 4)
+	before := e.Generation()
+	if err := e.SetBurstAt(at(0), 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.SweepAt(at(0)); n != 1 {
+		t.Fatalf("SweepAt evicted %d buckets, want 1 (k, full at the new burst)", n)
+	}
+	if d := e.PeekIn(before, at(0), "k"); d.Remaining != 3 || d.ResetAfter != 0 {
+		t.Errorf("peek in the old limit after the eviction = %+v, want 3 left, full", d)
+	}
+	if got := e.TokensIn(before, at(0), "k"); got != 3 {
+		t.Errorf("TokensAt in the old limit after the eviction = %v, want 3", got)
+	}
+}

@@ -93,7 +93,14 @@ func (e *Engine) tableFull(ns int64) bool {
 // is one; without one, a new one would be full.
 func (e *Engine) overflowState(g *generation, ns int64) (_ *generation, at int64, tokens uint64, ok bool) {
 	b := e.currentOverflow()
-	for b != nil {
+	for {
+		if b == nil {
+			if c := e.current(); c != g { // as in stateOf
+				g, b = c, e.currentOverflow()
+				continue
+			}
+			return g, 0, 0, false
+		}
 		_, w, ep, live, fresh := g.view(b)
 		if !fresh {
 			g = e.current()
@@ -107,7 +114,6 @@ func (e *Engine) overflowState(g *generation, ns int64) (_ *generation, at int64
 		_, at, tokens = l.Advance(w, l.Base(ep), l.At(ns))
 		return g, at, tokens, true
 	}
-	return g, 0, 0, false
 }
 
 // sweepOverflow evicts the overflow bucket if it is full at ns, as a sweep
