@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
@@ -246,6 +247,17 @@ func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint6
 // take): nothing is due. Across a change of limit (SetAt) the refill since
 // the take is bounded by the faster of the two rates (refillSince).
 func (e *Engine) give(h held) Decision {
+	return e.giveBack(h, math.MaxInt64)
+}
+
+// giveBack is give, for a take that moved its bucket's stamp to a later
+// instant than from (a reservation, taken at the instant its tokens are
+// due): the state given back is rewound toward from (unrefill), so that a
+// caller before the take's instant finds the tokens only as the refill
+// brings them. Left at the take's instant, they would be there at once: a
+// take, its cancellation and another take, all at one instant, would admit
+// the tokens twice.
+func (e *Engine) giveBack(h held, from int64) Decision {
 	p := h.p
 	hash := shard.Hash(h.key)
 	for {
@@ -280,6 +292,9 @@ func (e *Engine) give(h held) Decision {
 			// bucket was full before the take, and that tick is already the
 			// boundary.)
 			at = l.Boundary(max(at, now.Ceil))
+		}
+		if from != math.MaxInt64 {
+			at, tokens = unrefill(l, at, tokens, l.CeilTick(from))
 		}
 		next, fits := l.Pack(base, at, tokens)
 		if fits && p.b.Gen() == g.id {

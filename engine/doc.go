@@ -22,6 +22,13 @@
 // full from the start, so a raise of the burst reaches every key at the new
 // rate, not at once.
 //
+// Wait and WaitN block until the tokens are taken or a context ends, as in
+// golang.org/x/time/rate; ReserveN takes tokens at the first instant that
+// has them, possibly in the future, and every later call is decided from
+// that instant, so waiters are served in arrival order and no take jumps
+// the queue. A cancelled reservation gives back what no later one relies
+// on, never sooner than the refill would have.
+//
 // # Concurrency
 //
 // All methods are safe for simultaneous use. On a key that has a bucket,

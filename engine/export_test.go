@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
@@ -60,4 +61,31 @@ func (e *Engine) PeekIn(g Generation, t time.Time, key string) Decision {
 // TokensIn is TokensAt made by a call that loaded g on entry.
 func (e *Engine) TokensIn(g Generation, t time.Time, key string) float64 {
 	return e.tokensAt(g, e.nanosAt(t), BoundedKey(key))
+}
+
+// VirtualClock runs WaitN on virtual time: Now is the time it reads; each
+// wait is recorded in Slept and moves Now on by its length, unless Interrupt
+// is set, when the wait moves Now on by half its length and returns
+// Interrupt, as a context that ends while WaitN waits does.
+type VirtualClock struct {
+	Now       time.Time
+	Slept     []time.Duration
+	Interrupt error
+}
+
+// WaitNOn is WaitN on c. ctx's deadline is read as a time of c.
+func (e *Engine) WaitNOn(ctx context.Context, key string, n float64, c *VirtualClock) error {
+	return e.waitN(ctx, key, n, waitClock{
+		now:   func() int64 { return e.nanosAt(c.Now) },
+		until: func(dl time.Time) time.Duration { return dl.Sub(c.Now) },
+		sleep: func(_ context.Context, d time.Duration) error {
+			c.Slept = append(c.Slept, d)
+			if c.Interrupt != nil {
+				c.Now = c.Now.Add(d / 2)
+				return c.Interrupt
+			}
+			c.Now = c.Now.Add(d)
+			return nil
+		},
+	})
 }

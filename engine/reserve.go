@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+// Reservation is a take of tokens that may lie in the future: the tokens
+// are the holder's from TimeToAct on, and no call, take or reservation, made
+// after the reservation can have them. It is safe for concurrent use.
+type Reservation struct {
+	e  *Engine
+	ok bool
+	// ns is when the reservation was made; act when its tokens are the
+	// holder's (ns if they were there already), both in nanoseconds since
+	// the engine's epoch.
+	ns, act int64
+	// h is the take at act, for CancelAt; h.p.b is nil if nothing was taken.
+	h    held
+	done atomic.Bool // cancelled
+}
+
+// Reserve is ReserveN(time.Now(), key, 1).
+func (e *Engine) Reserve(key string) *Reservation {
+	return e.ReserveN(time.Now(), key, 1)
+}
+
+// ReserveN reserves n tokens of key's bucket at time t: it takes them at the
+// first instant from t on at which the bucket holds them, which may be now
+// (Delay 0) or later, and returns the reservation. The bucket is decided at
+// that instant for every later call, so a later take at an earlier time
+// finds the reserved tokens gone and waits behind the reservation, and
+// reservations on one key are served in the order they were made.
+//
+// OK is false, and nothing is taken, if n can never be paid (above Burst,
+// negative or NaN). A reservation counts once in Stats: allowed if OK,
+// denied if not.
+//
+// A holder that acts before TimeToAct, or does not wait at all, defeats the
+// limit; WaitN waits, and hands the tokens back if its context ends first.
+func (e *Engine) ReserveN(t time.Time, key string, n float64) *Reservation {
+	ns := e.nanosAt(t)
+	r := &Reservation{e: e, ns: ns}
+	cost, ok := fixedpoint.Quantize(n)
+	if !ok {
+		e.denied.add()
+		r.act = neverAfter(ns)
+		return r
+	}
+	r.act, r.h, r.ok, _ = e.reserveAt(ns, BoundedKey(key), cost, InfDuration)
+	return r
+}
+
+// reserveAt takes cost quanta from key's bucket at the first instant from ns on
+// at which it holds them, if that is no more than within after ns, and
+// counts the decision. It returns that instant and the take; ok is false if
+// the tokens come later than within, and never and ok false if they never
+// come (then nothing is taken, and act is when they would come, or
+// InfDuration past ns if never).
+//
+// Each attempt is a take at the instant the last one reported the tokens
+// due (its RetryAfter, exact to the tick); an attempt finds them gone only
+// if another call took them first, and the next one waits behind it.
+func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, ok, never bool) {
+	at := ns
+	for {
+		d, h := e.hold(at, key, cost)
+		if d.Allowed {
+			e.allowed.add()
+			return at, h, true, false
+		}
+		// Only the final answer counts; a refusal for a full table
+		// (FullDeny) was counted where it was made.
+		never := d.RetryAfter >= InfDuration-1 || int64(d.RetryAfter) > math.MaxInt64-at
+		if never {
+			at = neverAfter(ns)
+		} else {
+			at += max(int64(d.RetryAfter), 1)
+		}
+		if never || time.Duration(at-ns) > within {
+			if !h.counted {
+				e.denied.add()
+			}
+			return at, held{}, false, never
+		}
+	}
+}
+
+// neverAfter is the instant InfDuration after ns, saturating: when tokens
+// that never come would.
+func neverAfter(ns int64) int64 {
+	return ns + min(int64(InfDuration), math.MaxInt64-max(ns, 0))
+}
+
+// OK reports whether the tokens were reserved.
+func (r *Reservation) OK() bool { return r.ok }
+
+// TimeToAct returns when the reserved tokens are the holder's; for a
+// reservation that is not OK, when they would be (or, if never, a time
+// InfDuration after the reservation's).
+func (r *Reservation) TimeToAct() time.Time {
+	if r.e == nil {
+		return time.Time{} // the zero Reservation
+	}
+	return r.e.epochFor(time.Time{}).Add(time.Duration(r.act))
+}
+
+// DelayFrom returns how long after t the holder must wait before acting: 0
+// if the tokens are due by t, InfDuration if the reservation is not OK.
+func (r *Reservation) DelayFrom(t time.Time) time.Duration {
+	if !r.ok {
+		return InfDuration
+	}
+	return since(r.e.nanosAt(t), r.act)
+}
+
+// Delay is DelayFrom(time.Now()).
+func (r *Reservation) Delay() time.Duration { return r.DelayFrom(time.Now()) }
+
+// Cancel is CancelAt(time.Now()).
+func (r *Reservation) Cancel() { r.CancelAt(time.Now()) }
+
+// CancelAt tells the engine, at time t, that the holder will not act on the
+// reservation, and gives back to the bucket what no later call has relied
+// on: the reserved tokens less the refill due between TimeToAct and the
+// latest instant any later call was decided at (a reservation made after
+// this one has the tokens it was promised, and keeps its TimeToAct). The
+// bucket is then as it would be had the reservation been made for that
+// many fewer tokens: a caller at t finds the tokens given back only as the
+// refill brings them, never sooner. Nothing is given back once t is past
+// TimeToAct (the holder may have acted), for a reservation that is not OK,
+// or a second time. A change of limit (SetAt) between the reservation and
+// its cancellation is allowed for as in AllowAll's give-back.
+func (r *Reservation) CancelAt(t time.Time) {
+	if r.ok {
+		r.cancelAt(r.e.nanosAt(t))
+	}
+}
+
+// cancelAt is CancelAt at c, nanoseconds since the epoch.
+func (r *Reservation) cancelAt(c int64) {
+	if r.h.p.b == nil || r.h.cost == 0 || c > r.act || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	r.e.giveBack(r.h, max(c, r.ns))
+}
+
+// unrefill rewinds a bucket of layout l holding tokens at tick at, where at
+// is past tick from: to the state at the latest tick s in [from, at] from
+// which it holds tokens at at by refill alone, the tokens at s being what it
+// holds then. A caller at any time before at is decided at at; after the
+// rewind, one between s and at is decided at its own time, with the refill
+// until then only. A state that would still be full is left as it is: a
+// full bucket's stamp is kept on the refill grid's boundary.
+func unrefill(l *fixedpoint.Layout, at int64, tokens uint64, from int64) (int64, uint64) {
+	if at <= from {
+		return at, tokens
+	}
+	k := min(uint64(at-from), l.FillTicks)
+	if l.Credit(at-int64(k), k) > tokens {
+		// The largest k whose refill tokens covers: the credit of the k
+		// ticks ending at at grows with k.
+		lo, hi := uint64(0), k-1
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if l.Credit(at-int64(mid), mid) <= tokens {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		k = lo
+	}
+	credit := l.Credit(at-int64(k), k)
+	if tokens-credit >= l.Capacity {
+		return at, tokens
+	}
+	return at - int64(k), tokens - credit
+}

@@ -1,0 +1,269 @@
+package engine_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// wantAct fails t unless r is OK with its tokens due at d.
+func wantAct(t *testing.T, r *engine.Reservation, d time.Duration) {
+	t.Helper()
+	if !r.OK() || !r.TimeToAct().Equal(at(d)) {
+		t.Errorf("reservation OK %v, due at %v; want OK, due at %v", r.OK(), r.TimeToAct().Sub(at(0)), d)
+	}
+}
+
+// Reservations on one key are served in the order they were made, and a
+// take made after them, even at an earlier time, finds their tokens gone.
+func TestReserveQueuesInOrder(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 10, Burst: 5})
+	r := e.ReserveN(at(0), "k", 5)
+	wantAct(t, r, 0)
+	if d := r.DelayFrom(at(0)); d != 0 {
+		t.Errorf("DelayFrom of tokens there already = %v, want 0", d)
+	}
+	wantAct(t, e.ReserveN(at(0), "k", 2), 200*time.Millisecond)
+	r3 := e.ReserveN(at(0), "k", 1)
+	wantAct(t, r3, 300*time.Millisecond)
+	if d := r3.DelayFrom(at(100 * time.Millisecond)); d != 200*time.Millisecond {
+		t.Errorf("DelayFrom(100ms) = %v, want 200ms", d)
+	}
+	if d := r3.DelayFrom(at(time.Second)); d != 0 {
+		t.Errorf("DelayFrom after the tokens are due = %v, want 0", d)
+	}
+	// Promised until 300ms: a take at 250ms waits for refill after that.
+	if d := e.AllowAt(at(250*time.Millisecond), "k", 1); d.Allowed || d.RetryAfter != 150*time.Millisecond {
+		t.Errorf("take of 1 at 250ms = %+v, want denied, retry after 150ms", d)
+	}
+	if d := e.AllowAt(at(400*time.Millisecond), "k", 1); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("take of 1 at 400ms = %+v, want allowed, 0 left", d)
+	}
+	if s := e.Stats(); s.Allowed != 4 || s.Denied != 1 {
+		t.Errorf("Stats = %+v, want 4 allowed (3 reservations, 1 take), 1 denied", s)
+	}
+}
+
+func TestReserveNeverPayable(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 10, Burst: 5})
+	for _, n := range []float64{5.001, -1, math.NaN(), math.Inf(1)} {
+		r := e.ReserveN(at(0), "k", n)
+		if r.OK() || r.DelayFrom(at(0)) != engine.InfDuration {
+			t.Errorf("ReserveN(%v): OK %v, delay %v; want not OK, InfDuration", n, r.OK(), r.DelayFrom(at(0)))
+		}
+		r.CancelAt(at(0)) // nothing to give back
+	}
+	if got := e.TokensAt(at(0), "k"); got != 5 {
+		t.Errorf("after refused reservations: %v tokens, want 5 (nothing taken)", got)
+	}
+	if s := e.Stats(); s.Denied != 4 || s.Allowed != 0 {
+		t.Errorf("Stats = %+v, want 4 denied", s)
+	}
+	var zero engine.Reservation
+	if zero.OK() || zero.DelayFrom(at(0)) != engine.InfDuration || !zero.TimeToAct().IsZero() {
+		t.Error("the zero Reservation is not a refused one")
+	}
+	zero.CancelAt(at(0))
+}
+
+func TestReserveCancel(t *testing.T) {
+	ms := time.Millisecond
+	for _, tt := range []struct {
+		name string
+		// run drains k at 0 (rate 10/s, burst 5), reserves, cancels, and
+		// returns the key's tokens at the times of want.
+		run  func(e *engine.Engine)
+		want map[time.Duration]float64
+		// atMost: want holds upper bounds (what the key would hold had
+		// the reservation never been made), not exact values.
+		atMost bool
+	}{
+		{"alone: as if never made", func(e *engine.Engine) {
+			e.ReserveN(at(0), "k", 2).CancelAt(at(100 * ms))
+		}, map[time.Duration]float64{100 * ms: 1, 200 * ms: 2, 500 * ms: 5}, false},
+		{"at the instant it was made: the tokens only come with the refill", func(e *engine.Engine) {
+			e.ReserveN(at(0), "k", 5).CancelAt(at(0))
+		}, map[time.Duration]float64{0: 0, 300 * ms: 3}, false},
+		{"behind another: nothing given back, the other keeps its time", func(e *engine.Engine) {
+			r := e.ReserveN(at(0), "k", 2)
+			wantAct(t, e.ReserveN(at(0), "k", 2), 400*ms)
+			r.CancelAt(at(100 * ms))
+		}, map[time.Duration]float64{400 * ms: 0, 500 * ms: 1}, false},
+		{"half covered by a later one: half given back", func(e *engine.Engine) {
+			r := e.ReserveN(at(0), "k", 2)
+			wantAct(t, e.ReserveN(at(0), "k", 1), 300*ms)
+			r.CancelAt(at(100 * ms))
+		}, map[time.Duration]float64{200 * ms: 0, 250 * ms: 0.5, 400 * ms: 2}, false},
+		{"after its time: nothing", func(e *engine.Engine) {
+			e.ReserveN(at(0), "k", 2).CancelAt(at(201 * ms))
+		}, map[time.Duration]float64{201 * ms: 0.01, 400 * ms: 2}, false},
+		{"twice: once", func(e *engine.Engine) {
+			r := e.ReserveN(at(0), "k", 2)
+			r.CancelAt(at(100 * ms))
+			r.CancelAt(at(100 * ms))
+		}, map[time.Duration]float64{100 * ms: 1, 200 * ms: 2}, false},
+		{"across a change of rate: never more than had it not been made", func(e *engine.Engine) {
+			r := e.ReserveN(at(0), "k", 2) // due at 200ms
+			if err := e.SetLimitAt(at(50*ms), 20); err != nil {
+				t.Fatal(err)
+			}
+			r.CancelAt(at(100 * ms))
+		}, map[time.Duration]float64{100 * ms: 1.5, 200 * ms: 3.5}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEngine(t, engine.Config{Limit: 10, Burst: 5})
+			e.AllowAt(at(0), "k", 5)
+			tt.run(e)
+			var times []time.Duration
+			for d := range tt.want {
+				times = append(times, d)
+			}
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			for _, d := range times {
+				got := e.TokensAt(at(d), "k")
+				if tt.atMost && got > tt.want[d]+1e-9 || !tt.atMost && math.Abs(got-tt.want[d]) > 1e-9 {
+					t.Errorf("TokensAt(%v) = %v, want %v (at most: %v)", d, got, tt.want[d], tt.atMost)
+				}
+			}
+		})
+	}
+}
+
+// The interval bound holds for takes and reservations together: in any
+// interval, what was admitted (takes at their times, reservations at their
+// TimeToAct, less the cancelled ones) is at most Burst + Limit × its length.
+// Random streams of takes, reservations and cancellations on one key, on a
+// clock of whole milliseconds at 10 tokens/s (a token per 100 ms, exact).
+func TestReserveIntervalBound(t *testing.T) {
+	const limit, burst = 10.0, 5.0
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		e := newEngine(t, engine.Config{Limit: limit, Burst: burst})
+		type admit struct {
+			at time.Duration
+			n  float64
+		}
+		var admitted []admit
+		type pending struct {
+			r *engine.Reservation
+			n float64
+		}
+		var open []pending
+		now := time.Duration(0)
+		for range 300 {
+			now += time.Duration(rng.IntN(150)) * time.Millisecond
+			n := float64(1 + rng.IntN(3))
+			switch op := rng.IntN(10); {
+			case op < 4:
+				if e.AllowAt(at(now), "k", n).Allowed {
+					admitted = append(admitted, admit{now, n})
+				}
+			case op < 8:
+				if r := e.ReserveN(at(now), "k", n); r.OK() {
+					open = append(open, pending{r, n})
+				}
+			case len(open) > 0:
+				i := rng.IntN(len(open))
+				p := open[i]
+				p.r.CancelAt(at(now))
+				if p.r.TimeToAct().Before(at(now)) {
+					admitted = append(admitted, admit{p.r.TimeToAct().Sub(at(0)), p.n}) // too late to cancel
+				}
+				open = append(open[:i], open[i+1:]...)
+			}
+		}
+		for _, p := range open {
+			admitted = append(admitted, admit{p.r.TimeToAct().Sub(at(0)), p.n})
+		}
+		sort.Slice(admitted, func(i, j int) bool { return admitted[i].at < admitted[j].at })
+		for i := range admitted {
+			sum := 0.0
+			for j := i; j < len(admitted); j++ {
+				sum += admitted[j].n
+				span := (admitted[j].at - admitted[i].at).Seconds()
+				if sum > burst+limit*span+1e-9 {
+					t.Fatalf("seed %d: %v tokens admitted in [%v, %v], above %v", seed, sum, admitted[i].at, admitted[j].at, burst+limit*span)
+				}
+			}
+		}
+	}
+}
+
+// Takes, reservations, cancellations and sweeps racing on one key with a
+// frozen clock: what is admitted by each instant T (takes at the frozen
+// time, reservations not cancelled at their TimeToAct) is at most
+// Burst + Limit × T.
+func TestReserveRacingTakesConcurrent(t *testing.T) {
+	const limit, burst, goroutines, ops = 10.0, 5.0, 4, 300
+	e := newEngine(t, engine.Config{Limit: limit, Burst: burst})
+	type admit struct {
+		at time.Duration
+		n  float64
+	}
+	type reserved struct {
+		r *engine.Reservation
+		n float64
+	}
+	var mu sync.Mutex
+	var admitted []admit
+	var wg, sweeper sync.WaitGroup
+	var stop atomic.Bool
+	sweeper.Go(func() {
+		for !stop.Load() {
+			e.SweepAt(at(0))
+			runtime.Gosched()
+		}
+	})
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 11))
+			var mine []admit
+			var open []reserved
+			for range ops {
+				n := float64(1 + rng.IntN(3))
+				switch rng.IntN(3) {
+				case 0:
+					if e.AllowAt(at(0), "k", n).Allowed {
+						mine = append(mine, admit{0, n})
+					}
+				case 1:
+					if r := e.ReserveN(at(0), "k", n); r.OK() {
+						open = append(open, reserved{r, n})
+					}
+				default:
+					if len(open) > 0 {
+						open[len(open)-1].r.CancelAt(at(0))
+						open = open[:len(open)-1]
+					}
+				}
+			}
+			for _, o := range open {
+				mine = append(mine, admit{o.r.TimeToAct().Sub(at(0)), o.n})
+			}
+			mu.Lock()
+			admitted = append(admitted, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	stop.Store(true)
+	sweeper.Wait()
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].at < admitted[j].at })
+	sum := 0.0
+	for _, a := range admitted {
+		sum += a.n
+		if bound := burst + limit*a.at.Seconds(); sum > bound+1e-9 {
+			t.Fatalf("%v tokens admitted by %v, above %v", sum, a.at, bound)
+		}
+	}
+	if len(admitted) == 0 {
+		t.Fatal("nothing admitted")
+	}
+}
