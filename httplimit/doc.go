@@ -136,9 +136,10 @@
 //
 // # Reload
 //
-// Reload swaps the rules atomically. A rule whose name, limit_keys, rate and
-// burst are unchanged keeps its buckets and counters; a new or changed rule
-// starts with full buckets.
+// Limiter.Reload swaps the rules while requests are being checked, all or
+// nothing. A rule that keeps its name and limit_keys keeps its buckets, even
+// when its rate or burst changes, so a deploy gives no client a new burst;
+// Limiter.Reload says what each kind of change keeps.
 //
 // # Store
 //
@@ -177,4 +178,6 @@
 //     with TakeAll. TakeAll is called once per request for the enforce rules,
 //     and once more per applied shadow rule, alone.
 //   - Optionally BucketStats(Handle) (live, evicted, ok) feeds Stats.
+//   - Optionally Retune(Handle, Limit, now) changes a bound limit's rate and
+//     burst in place, keeping the buckets' tokens; see Retuner.
 package httplimit

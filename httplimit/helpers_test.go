@@ -37,6 +37,13 @@ func newLimiter(t *testing.T, doc string, opts httplimit.Options) (*httplimit.Li
 	if err != nil {
 		t.Fatalf("ParseRules: %v", err)
 	}
+	return newRuleLimiter(t, opts, rules...)
+}
+
+// newRuleLimiter returns a Limiter enforcing rules on a virtual clock,
+// unless opts has a clock.
+func newRuleLimiter(t *testing.T, opts httplimit.Options, rules ...httplimit.Rule) (*httplimit.Limiter, *clock) {
+	t.Helper()
 	c := newClock()
 	if opts.Now == nil {
 		opts.Now = c.Now

@@ -91,6 +91,7 @@ type Options struct {
 // options is Options with defaults applied.
 type options struct {
 	store          Store
+	retuner        Retuner // store, if it is one
 	headers        HeaderSet
 	trustedProxies []netip.Prefix
 	forwarded      bool
@@ -190,6 +191,7 @@ func New(rules []Rule, opts Options) (*Limiter, error) {
 		l.ownStore = NewMemoryStore(MemoryOptions{})
 		o.store = l.ownStore
 	}
+	o.retuner, _ = o.store.(Retuner)
 	set, err := l.compile(rules)
 	if err != nil {
 		if l.ownStore != nil {
@@ -201,9 +203,16 @@ func New(rules []Rule, opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-// Reload replaces the rules. Rules whose name, limit_keys, rate and burst
-// are unchanged keep their buckets (and their counters); the others start
-// with full buckets. On error nothing changes.
+// Reload replaces the rules, all or nothing: on error nothing changes.
+// Checks never wait for it; one that runs meanwhile is decided under the old
+// rules or the new ones, on buckets that may already have their new rate
+// and burst. A rule whose name and limit_keys are unchanged keeps its
+// buckets. If its rate or burst changed and the store is a Retuner (as
+// MemoryStore is), each bucket keeps the tokens it holds at the reload,
+// capped at a smaller burst, and refills at the new rate from then on (see
+// engine.Engine.SetAt); with another store the rule starts with full
+// buckets. A rule with a new name or other limit_keys starts with full
+// buckets. Counters follow the rule's name.
 func (l *Limiter) Reload(rules []Rule) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -268,7 +277,7 @@ func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
 	for i := range rules {
 		r := &rule{Rule: rules[i]}
 		r.compileParts()
-		r.limit = Limit{ID: limitID(&r.Rule), Name: r.Name, Rate: r.Rate, Burst: r.Burst}
+		r.limit = Limit{ID: limitID(&r.Rule, l.opts.retuner == nil), Name: r.Name, Rate: r.Rate, Burst: r.Burst}
 		h, err := l.opts.store.Bind(r.limit)
 		if err != nil {
 			for _, done := range set.rules {
@@ -290,6 +299,15 @@ func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
 			set.groups = append(set.groups, nil)
 		}
 		set.groups[gi] = append(set.groups[gi], r)
+	}
+	// Every rule is bound: nothing can fail from here on. Retune changes
+	// the buckets of an ID bound with another rate or burst (by the old
+	// rules, or by another Limiter on the store), and nothing else.
+	if rt := l.opts.retuner; rt != nil {
+		now := l.opts.now()
+		for _, r := range set.rules {
+			rt.Retune(r.handle, r.limit, now)
+		}
 	}
 	return set, nil
 }
@@ -360,18 +378,21 @@ func (r *rule) compileParts() {
 		";w=" + strconv.FormatInt(int64(math.Ceil(r.Burst/r.Rate)), 10)
 }
 
-// limitID names a rule's buckets: its name and a hash of what shapes them.
-func limitID(r *Rule) string {
+// limitID names a rule's buckets: its name and a hash of its limit_keys
+// and, withLimit, of its rate and burst (Limit.ID).
+func limitID(r *Rule, withLimit bool) string {
 	h := sha256.New()
 	g := groupOf(r.LimitKeys)
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(len(g)))
 	h.Write(buf[:])
 	h.Write([]byte(g))
-	binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Rate))
-	h.Write(buf[:])
-	binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Burst))
-	h.Write(buf[:])
+	if withLimit {
+		binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Rate))
+		h.Write(buf[:])
+		binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Burst))
+		h.Write(buf[:])
+	}
 	return r.Name + "#" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 

@@ -27,6 +27,10 @@ type MemoryOptions struct {
 
 // MemoryStore keeps each rule's buckets in an engine.Engine in this process.
 // It is safe for concurrent use. Close stops the engines' sweepers.
+//
+// It is a Retuner. Limiters that share one share the buckets of rules with
+// the same name and limit_keys, with the rate and burst of the last New or
+// Reload that bound them.
 type MemoryStore struct {
 	opts MemoryOptions
 	mu   sync.Mutex
@@ -40,7 +44,7 @@ type memLimit struct {
 	refs int // guarded by MemoryStore.mu
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ Retuner = (*MemoryStore)(nil)
 var _ BucketStatser = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty in-memory store.
@@ -48,27 +52,60 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	return &MemoryStore{opts: opts, byID: map[string]*memLimit{}}
 }
 
-// Bind returns the engine of l.ID, creating it on first use.
+// Bind returns the engine of l.ID, creating it on first use. An engine
+// already bound keeps its rate and burst; if l's differ, Bind checks that
+// Retune can apply them (an error otherwise) and changes nothing.
 func (s *MemoryStore) Bind(l Limit) (Handle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m := s.byID[l.ID]; m != nil {
+	m := s.byID[l.ID]
+	if m != nil && m.has(l) {
 		m.refs++
 		return m, nil
 	}
-	e, err := engine.New(engine.Config{
+	cfg := engine.Config{
 		Limit:         engine.Limit(l.Rate),
 		Burst:         l.Burst,
 		MaxKeys:       s.opts.MaxKeys,
 		OnFull:        s.opts.OnFull,
 		SweepInterval: s.opts.SweepInterval,
-	})
+	}
+	if m != nil {
+		// A probe: SetAt accepts what New accepts. One shard, no sweeper.
+		cfg.Shards, cfg.SweepInterval = 1, -1
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: rule %q: %w", l.Name, err)
 	}
-	m := &memLimit{e: e, id: l.ID, refs: 1}
+	if m != nil {
+		e.Close()
+		m.refs++
+		return m, nil
+	}
+	m = &memLimit{e: e, id: l.ID, refs: 1}
 	s.byID[l.ID] = m
 	return m, nil
+}
+
+// Retune changes the engine of h to l's rate and burst at now, keeping every
+// bucket's tokens (engine.Engine.SetAt), unless it has them already. It
+// panics if Bind would have refused l.
+func (s *MemoryStore) Retune(h Handle, l Limit, now time.Time) {
+	m := h.(*memLimit)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.has(l) {
+		return
+	}
+	if err := m.e.SetAt(now, engine.Limit(l.Rate), l.Burst); err != nil {
+		panic(fmt.Sprintf("httplimit: Retune of rule %q to a limit Bind refuses: %v", l.Name, err))
+	}
+}
+
+// has reports whether m's engine has l's rate and burst.
+func (m *memLimit) has(l Limit) bool {
+	return float64(m.e.Limit()) == l.Rate && m.e.Burst() == l.Burst
 }
 
 // Release drops the engine once every Bind of its ID is released. The engine

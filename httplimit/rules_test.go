@@ -226,7 +226,7 @@ func TestHierarchyRefunds(t *testing.T) {
 }
 
 func TestReloadKeepsUnchangedBuckets(t *testing.T) {
-	l, _ := newLimiter(t, perIP, httplimit.Options{})
+	l, clk := newLimiter(t, perIP, httplimit.Options{})
 	for range 20 {
 		serve(l, req("192.0.2.1:1", "/"))
 	}
@@ -248,12 +248,16 @@ func TestReloadKeepsUnchangedBuckets(t *testing.T) {
 	if err := l.Reload(changed); err != nil {
 		t.Fatal(err)
 	}
-	checkHeaders(t, "changed burst", serve(l, req("192.0.2.1:1", "/")), map[string]string{"RateLimit": `"per-ip";r=29;t=0`})
+	// A changed burst keeps the drained bucket (see reload_test.go).
+	checkHeaders(t, "changed burst", serve(l, req("192.0.2.1:1", "/")),
+		map[string]string{"RateLimit": `"per-ip";r=0;t=1`, "RateLimit-Policy": `"per-ip";q=30;w=3`})
 	bad := []httplimit.Rule{{Name: "x", LimitKeys: []string{"bogus"}, Rate: 1, Burst: 1}}
 	if err := l.Reload(bad); err == nil {
 		t.Fatal("Reload of a bad rule set succeeded")
 	}
-	checkHeaders(t, "after a failed reload", serve(l, req("192.0.2.1:1", "/")), map[string]string{"RateLimit": `"per-ip";r=28;t=0`})
+	clk.Add(time.Second)
+	checkHeaders(t, "after a failed reload", serve(l, req("192.0.2.1:1", "/")),
+		map[string]string{"RateLimit": `"per-ip";r=9;t=0`, "RateLimit-Policy": `"per-ip";q=30;w=3`})
 	if got := l.Rules(); len(got) != 1 || got[0].Burst != 30 {
 		t.Errorf("Rules() = %+v", got)
 	}

@@ -10,10 +10,10 @@ import (
 // Limit is the bucket configuration of one rule, as a Store sees it.
 type Limit struct {
 	// ID names the rule's buckets: "<name>#<16 hex digits>", the digits a
-	// hash of the rule's limit_keys, rate and burst. It is printable ASCII
-	// without spaces. Two Limits with the same ID share buckets, so a reload
-	// that keeps a rule's ID keeps its buckets; a changed rate, burst or
-	// limit_keys gives a new ID, whose buckets start full.
+	// hash of the rule's limit_keys and, unless the store is a Retuner, of
+	// its rate and burst. It is printable ASCII without spaces. Two Limits
+	// with the same ID share buckets, so a reload that keeps a rule's ID
+	// keeps its buckets; a new ID's buckets start full.
 	ID string
 	// Name is the rule's name, as headers and metrics show it.
 	Name string
@@ -45,7 +45,8 @@ type Take struct {
 type Store interface {
 	// Bind prepares the buckets of l and returns a handle for TakeAll.
 	// Binding an ID that is still bound must return a handle to the same
-	// buckets. An error fails New or Reload, and the old rules stay in force.
+	// buckets (for a Retuner, whatever l's Rate and Burst: Retune applies
+	// those). An error fails New or Reload, and the old rules stay in force.
 	Bind(l Limit) (Handle, error)
 	// Release undoes one Bind. Once every Bind of an ID is released the
 	// store may drop its buckets; a TakeAll still in flight with the handle
@@ -57,6 +58,26 @@ type Store interface {
 	// take, or -1. An error means the store could not decide: out and the
 	// index are ignored and each rule's fail_mode applies.
 	TakeAll(ctx context.Context, now time.Time, takes []Take, out []engine.Decision) (denied int, err error)
+}
+
+// Retuner is implemented by stores that can change the rate and burst of
+// bound buckets in place; the IDs such a store gets leave rate and burst out
+// (Limit.ID). New and Reload bind every rule of the new set, then, once all
+// are bound, call Retune for each before the set takes effect. Binding is
+// the step that may fail; Retune cannot, so a reload applies whole or not at
+// all.
+type Retuner interface {
+	Store
+	// Retune gives the buckets of h, which a Bind of l returned, l's Rate
+	// and Burst at time now (a store with its own clock may ignore now):
+	// every bucket keeps the tokens it holds at now, capped at a smaller
+	// Burst, and refills at the new Rate from then on, as
+	// engine.Engine.SetAt does; nothing is reset to full. Every handle of
+	// the ID sees the change. A Retune to the Rate and Burst the buckets
+	// already have changes nothing, so a change is applied once however
+	// many handles hold it. Bind must refuse a Rate or Burst that Retune
+	// could not apply.
+	Retune(h Handle, l Limit, now time.Time)
 }
 
 // BucketStatser is implemented by stores that can count the buckets of a

@@ -59,6 +59,13 @@ const defaultHTTPPrefix = "faucet:http:"
 //
 // HTTPStore does not implement httplimit.BucketStatser: counting a rule's
 // keys in Redis would mean scanning the keyspace.
+//
+// Nor httplimit.Retuner, so a rule whose rate or burst changed starts with
+// full buckets. The instances that share them reload at different moments:
+// for a while some enforce the old limit and some the new one, and no one
+// instant exists at which a shared bucket's tokens could change over. So
+// buckets of different limits are kept apart, as every Limiter's are (see
+// KeyFor), rather than read under two limits.
 type HTTPStore struct {
 	opts   HTTPStoreOptions
 	client client
@@ -126,7 +133,8 @@ func (s *HTTPStore) newLimiter(lim httplimit.Limit) (*Limiter, error) {
 
 // Bind returns the Limiter of l.ID, creating it on first use. Buckets are
 // keyed by the ID, so a rule whose ID is unchanged keeps its buckets across
-// reloads and restarts, and a changed rule starts with full ones.
+// reloads and restarts, and one with a new ID (a change of its name,
+// limit_keys, rate or burst) starts with full ones.
 func (s *HTTPStore) Bind(l httplimit.Limit) (httplimit.Handle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -116,8 +116,12 @@ func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
 }
 
 // A rule keeps its buckets in Redis across a new store (a restart) when its
-// ID is unchanged, and a changed rule starts with full buckets.
+// ID is unchanged, and a changed rule starts with full buckets, on a reload
+// too: the store is not an httplimit.Retuner.
 func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
+	if _, ok := any(&HTTPStore{}).(httplimit.Retuner); ok {
+		t.Fatal("HTTPStore is an httplimit.Retuner")
+	}
 	srv := startRedis(t)
 	drain := func(l *httplimit.Limiter) (n int) {
 		for hsCheck(l, "198.51.100.9").Allowed {
@@ -136,6 +140,14 @@ func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
 	}
 	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
 		t.Errorf("same rule under another prefix admitted %d, want 3", n)
+	}
+	l := hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{Prefix: "reload:"}), hsPerIP(0.001, 3))
+	drain(l)
+	if err := l.Reload([]httplimit.Rule{hsPerIP(0.001, 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := drain(l); n != 5 {
+		t.Errorf("rule reloaded with another burst admitted %d, want a full bucket of 5", n)
 	}
 }
 
