@@ -1,7 +1,7 @@
 // Command faucet runs faucet's tools.
 //
 //	faucet serve [--rules FILE] [--upstream URL] [--listen ADDR] [--redis ADDR]
-//	faucet sim --rate 10 --burst 50 --load 60/s --duration 5s [--svg FILE]
+//	faucet sim --rate 10 --burst 50 --load 60/s --duration 5s [--set-limit AT=RATE]... [--svg FILE]
 //	faucet version
 //
 // serve enforces rate-limit rules on HTTP requests, as a reverse proxy in
@@ -10,7 +10,8 @@
 //
 // sim drives one key of an engine with a steady stream of requests on a
 // virtual clock and prints, per interval, how many were admitted and denied
-// and the tokens left; --svg draws the same as a chart.
+// and the tokens left; --set-limit changes the rate during the run, and
+// --svg draws the same as a chart.
 package main
 
 import (

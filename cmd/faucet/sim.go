@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +18,8 @@ import (
 // simConfig is what one simulation needs.
 type simConfig struct {
 	rate     float64
+	rateText string // the rate as given, such as 600/m
+	changes  []limitChange
 	burst    float64
 	load     float64 // requests per second, evenly spaced
 	loadText string  // the load as given, such as 500/m
@@ -24,6 +28,17 @@ type simConfig struct {
 	interval time.Duration
 	svg      string
 }
+
+// limitChange is one --set-limit: the rate from at on.
+type limitChange struct {
+	at   time.Duration // into the simulation
+	rate float64       // tokens per second
+	text string        // the rate as given, such as 30/s
+	arg  string        // the flag's value as given, such as 20s=30/s
+}
+
+// label is how the report and the chart show the change.
+func (ch limitChange) label() string { return "limit → " + ch.text }
 
 // simInterval is one row of the report.
 type simInterval struct {
@@ -48,7 +63,9 @@ type simResult struct {
 const simUsage = `usage: faucet sim [flags]
 
 Simulates one client sending a steady load against a token bucket, on a
-virtual clock, and reports what was admitted.
+virtual clock, and reports what was admitted. --set-limit changes the rate
+during the simulation, as engine.SetLimitAt does: the bucket keeps its
+tokens and refills at the new rate from then on.
 
 flags:
 `
@@ -56,8 +73,14 @@ flags:
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("faucet sim", flag.ContinueOnError)
 	var cfg simConfig
-	var load string
-	fs.Float64Var(&cfg.rate, "rate", 10, "refill rate, tokens per second")
+	var rate, load string
+	var changes []string
+	fs.StringVar(&rate, "rate", "10", "refill `RATE`: tokens per second, or per unit (10/s, 600/m, 1/250ms)")
+	fs.Func("set-limit", "change the rate at AT into the simulation to RATE, keeping the bucket's tokens: `AT=RATE`, "+
+		"such as 20s=30/s, with AT from 0 to --duration and RATE as for --rate; repeatable", func(s string) error {
+		changes = append(changes, s)
+		return nil
+	})
 	fs.Float64Var(&cfg.burst, "burst", 50, "bucket capacity, tokens")
 	fs.StringVar(&load, "load", "60/s", "offered load: requests per unit (60/s, 500/m, 3/250ms)")
 	fs.Float64Var(&cfg.cost, "cost", 1, "tokens per request")
@@ -72,11 +95,23 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
+	if cfg.rate, cfg.rateText, err = parseRate(rate); err != nil {
+		fmt.Fprintf(stderr, "faucet sim: --rate: %v\n", err)
+		return 2
+	}
 	if cfg.load, cfg.loadText, err = parseLoad(load); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: --load: %v\n", err)
 		return 2
 	}
 	if err := cfg.check(); err != nil {
+		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
+		return 2
+	}
+	if err := engineAccepts(cfg.rate, cfg.burst); err != nil {
+		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
+		return 2
+	}
+	if cfg.changes, err = parseChanges(changes, cfg.duration, cfg.burst); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
 		return 2
 	}
@@ -123,23 +158,46 @@ func (c simConfig) warnings() []string {
 		out = append(out, fmt.Sprintf("--cost %g is above --burst %g: the bucket never holds that many tokens, so every request will be denied", c.cost, c.burst))
 	}
 	if c.burst < c.rate {
-		fill := time.Duration(c.burst / c.rate * float64(time.Second)).Round(time.Millisecond)
-		out = append(out, fmt.Sprintf("--burst %g is below --rate %g: legal but unusual; the bucket is full after %v of refill, "+
-			"so a client that pauses longer loses refill and gets less than the rate (faucet serve's rules require a burst of at least the rate)",
-			c.burst, c.rate, fill))
+		out = append(out, c.burstBelow("--rate "+c.rateText, c.rate))
+	}
+	for _, ch := range c.changes {
+		if c.burst < ch.rate {
+			out = append(out, c.burstBelow("--set-limit "+ch.arg, ch.rate))
+		}
 	}
 	return out
 }
 
-// parseLoad reads "N/unit" (60/s, 500/m, 3/250ms, 2/h) or a bare number of
-// requests per second, and returns requests per second and the load as
-// the report shows it.
+// burstBelow is the warning for a burst below a rate that flag sets.
+func (c simConfig) burstBelow(flag string, rate float64) string {
+	fill := time.Duration(c.burst / rate * float64(time.Second)).Round(time.Millisecond)
+	return fmt.Sprintf("--burst %g is below %s: legal but unusual; the bucket is full after %v of refill, "+
+		"so a client that pauses longer loses refill and gets less than the rate (faucet serve's rules require a burst of at least the rate)",
+		c.burst, flag, fill)
+}
+
+// parseLoad reads a load for --load: a positive count of requests per
+// unit (see parsePerUnit), at most 1e9 per unit.
 func parseLoad(s string) (float64, string, error) {
+	return parsePerUnit(s, "a positive count of requests such as 60/s", func(n float64) bool { return n > 0 && n <= 1e9 })
+}
+
+// parseRate reads a rate for --rate and --set-limit, in tokens (see
+// parsePerUnit). Only the syntax is checked: the range is the engine's.
+func parseRate(s string) (float64, string, error) {
+	return parsePerUnit(s, "a number of tokens per second such as 10, or per unit such as 10/s, 600/m or 1/250ms", nil)
+}
+
+// parsePerUnit reads "N/unit" (60/s, 500/m, 3/250ms, 2/h) or a bare N per
+// second, and returns N per second and the text as the report shows it.
+// want describes N for the error when it is not a number or, if ok is not
+// nil, not ok.
+func parsePerUnit(s, want string, ok func(n float64) bool) (float64, string, error) {
 	s = strings.TrimSpace(s)
 	num, unit, found := strings.Cut(s, "/")
 	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(n > 0) || n > 1e9 {
-		return 0, "", fmt.Errorf("want a positive count of requests such as 60/s, got %q", s)
+	if err != nil || ok != nil && !ok(n) {
+		return 0, "", fmt.Errorf("want %s, got %q", want, s)
 	}
 	if !found {
 		return n, num + "/s", nil
@@ -160,7 +218,54 @@ func parseLoad(s string) (float64, string, error) {
 	return n / per.Seconds(), s, nil
 }
 
-// simulate runs the load against one key on a virtual clock.
+// parseChanges reads the --set-limit values, AT=RATE each, and returns the
+// changes in time order. AT must lie in [0, duration], at most one change
+// at each AT, and each RATE, with burst, in the engine's domain.
+func parseChanges(args []string, duration time.Duration, burst float64) ([]limitChange, error) {
+	var out []limitChange
+	for _, arg := range args {
+		at, rate, found := strings.Cut(arg, "=")
+		if !found {
+			return nil, fmt.Errorf("--set-limit: want AT=RATE, a time into the simulation and the rate from then, such as 20s=30/s; got %q", arg)
+		}
+		ch := limitChange{arg: arg}
+		var err error
+		if ch.at, err = time.ParseDuration(strings.TrimSpace(at)); err != nil {
+			return nil, fmt.Errorf("--set-limit %s: AT: want a duration such as 20s, got %q", arg, at)
+		}
+		if ch.at < 0 || ch.at > duration {
+			return nil, fmt.Errorf("--set-limit %s: AT must be from 0 to --duration (%v), got %v", arg, duration, ch.at)
+		}
+		if ch.rate, ch.text, err = parseRate(rate); err != nil {
+			return nil, fmt.Errorf("--set-limit %s: RATE: %w", arg, err)
+		}
+		if err := engineAccepts(ch.rate, burst); err != nil {
+			return nil, fmt.Errorf("--set-limit %s: %w", arg, err)
+		}
+		for _, o := range out {
+			if o.at == ch.at {
+				return nil, fmt.Errorf("--set-limit %s: %v is also the time of --set-limit %s; give one rate per time", arg, ch.at, o.arg)
+			}
+		}
+		out = append(out, ch)
+	}
+	slices.SortFunc(out, func(a, b limitChange) int { return cmp.Compare(a.at, b.at) })
+	return out, nil
+}
+
+// engineAccepts returns nil if an engine takes rate and burst, or the
+// engine's error, which names the field and its range.
+func engineAccepts(rate, burst float64) error {
+	e, err := engine.New(engine.Config{Limit: engine.Limit(rate), Burst: burst, Shards: 1, SweepInterval: -1})
+	if err != nil {
+		return err
+	}
+	return e.Close()
+}
+
+// simulate runs the load against one key on a virtual clock, changing the
+// limit at each of cfg.changes before any request or reading at or after
+// its time.
 func simulate(cfg simConfig) (simResult, error) {
 	e, err := engine.New(engine.Config{Limit: engine.Limit(cfg.rate), Burst: cfg.burst, SweepInterval: -1})
 	if err != nil {
@@ -168,12 +273,26 @@ func simulate(cfg simConfig) (simResult, error) {
 	}
 	defer e.Close()
 	var clock time.Time // virtual: only differences matter
+	pending := cfg.changes
+	// until applies the changes at or before at.
+	until := func(at time.Duration) error {
+		for ; len(pending) > 0 && pending[0].at <= at; pending = pending[1:] {
+			if err := e.SetLimitAt(clock.Add(pending[0].at), engine.Limit(pending[0].rate)); err != nil {
+				return fmt.Errorf("--set-limit %s: %w", pending[0].arg, err)
+			}
+		}
+		return nil
+	}
 	var res simResult
 	row := simInterval{end: cfg.interval}
-	flush := func() {
+	flush := func() error {
+		if err := until(row.end); err != nil {
+			return err
+		}
 		row.tokensAtEnd = e.TokensAt(clock.Add(row.end), "client")
 		res.intervals = append(res.intervals, row)
 		row = simInterval{start: row.end, end: min(row.end+cfg.interval, cfg.duration)}
+		return nil
 	}
 	for i := 0; ; i++ {
 		// Computed per request, not as i*gap, so rounding never accumulates.
@@ -182,7 +301,12 @@ func simulate(cfg simConfig) (simResult, error) {
 			break
 		}
 		for at >= row.end {
-			flush()
+			if err := flush(); err != nil {
+				return simResult{}, err
+			}
+		}
+		if err := until(at); err != nil {
+			return simResult{}, err
 		}
 		d := e.AllowAt(clock.Add(at), "client", cfg.cost)
 		row.sent++
@@ -194,14 +318,20 @@ func simulate(cfg simConfig) (simResult, error) {
 		res.samples = append(res.samples, simSample{at: at, tokens: d.Remaining, allowed: d.Allowed})
 	}
 	for row.start < cfg.duration {
-		flush()
+		if err := flush(); err != nil {
+			return simResult{}, err
+		}
 	}
 	return res, nil
 }
 
 func report(w io.Writer, cfg simConfig, res simResult) {
-	fmt.Fprintf(w, "rate %g/s, burst %g, load %s (cost %g), %v in steps of %v\n\n",
-		cfg.rate, cfg.burst, cfg.loadText, cfg.cost, cfg.duration, cfg.interval)
+	fmt.Fprintf(w, "rate %s, burst %g, load %s (cost %g), %v in steps of %v\n",
+		cfg.rateText, cfg.burst, cfg.loadText, cfg.cost, cfg.duration, cfg.interval)
+	for _, ch := range cfg.changes {
+		fmt.Fprintf(w, "at %v: %s\n", ch.at, ch.label())
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens at end\t")
 	var sent, admitted, denied int
