@@ -82,6 +82,9 @@ type held struct {
 	// counted is set on a denial that was already counted in Stats (by the
 	// capacity path of FullDeny).
 	counted bool
+	// on is, for a denial by a bucket, that bucket: where a reservation
+	// waits for its tokens.
+	on place
 }
 
 func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
@@ -188,7 +191,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	case out == refused:
 		return d, held{key: key, ns: ns, cost: cost, counted: true}
 	case !s.Allowed:
-		return g.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost}
+		return g.after(s.At, s.Tokens, cost, ns), held{key: key, ns: ns, cost: cost, on: p}
 	}
 	l := g.layout
 	d = Decision{

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/shard"
 )
 
 // Reservation is a take of tokens that may lie in the future: the tokens
@@ -36,7 +37,8 @@ func (e *Engine) Reserve(key string) *Reservation {
 // reservations on one key are served in the order they were made.
 //
 // OK is false, and nothing is taken, if n can never be paid (above Burst,
-// negative or NaN). A reservation counts once in Stats: allowed if OK,
+// negative or NaN), or if the key has no bucket and the table no room for
+// one under FullDeny. A reservation counts once in Stats: allowed if OK,
 // denied if not.
 //
 // A holder that acts before TimeToAct, or does not wait at all, defeats the
@@ -54,37 +56,110 @@ func (e *Engine) ReserveN(t time.Time, key string, n float64) *Reservation {
 	return r
 }
 
-// reserveAt takes cost quanta from key's bucket at the first instant from ns on
-// at which it holds them, if that is no more than within after ns, and
+// reserveAt takes cost quanta from key's bucket at the first instant from ns
+// on at which it holds them, if that is no more than within after ns, and
 // counts the decision. It returns that instant and the take; ok is false if
 // the tokens come later than within, and never and ok false if they never
 // come (then nothing is taken, and act is when they would come, or
-// InfDuration past ns if never).
-//
-// Each attempt is a take at the instant the last one reported the tokens
-// due (its RetryAfter, exact to the tick); an attempt finds them gone only
-// if another call took them first, and the next one waits behind it.
+// InfDuration past ns if never). A key that finds the table full under
+// FullDeny has no bucket to wait on: ok and never are false, act is ns.
 func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, ok, never bool) {
-	at := ns
+	hash := shard.Hash(key)
 	for {
-		d, h := e.hold(at, key, cost)
+		d, h := e.hold(ns, key, cost)
 		if d.Allowed {
 			e.allowed.add()
-			return at, h, true, false
+			return ns, h, true, false
 		}
-		// Only the final answer counts; a refusal for a full table
-		// (FullDeny) was counted where it was made.
-		never := d.RetryAfter >= InfDuration-1 || int64(d.RetryAfter) > math.MaxInt64-at
-		if never {
-			at = neverAfter(ns)
-		} else {
-			at += max(int64(d.RetryAfter), 1)
+		if d.RetryAfter >= InfDuration-1 {
+			e.denied.add()
+			return neverAfter(ns), held{}, false, true
 		}
-		if never || time.Duration(at-ns) > within {
-			if !h.counted {
-				e.denied.add()
+		if h.on.b == nil { // refused for a full table, and counted
+			return ns, held{}, false, false
+		}
+		switch act, h, res := e.reserveOn(hash, key, h.on, ns, cost, within); res {
+		case reserved:
+			e.allowed.add()
+			return act, h, true, false
+		case late:
+			e.denied.add()
+			return act, held{}, false, false
+		case unpayable:
+			e.denied.add()
+			return neverAfter(ns), held{}, false, true
+		}
+		// The bucket went, or holds the tokens now: a take at ns again.
+	}
+}
+
+// reserveResult is how reserveOn ended.
+type reserveResult uint8
+
+const (
+	reserved  reserveResult = iota // the tokens are taken
+	late                           // they come later than the caller waits
+	unpayable                      // a change of limit put them out of reach
+	again                          // the bucket went, or holds them now
+)
+
+// reserveOn takes cost quanta, for a reservation made at ns, from the bucket
+// at p, which holds fewer: at the first tick that has them, in one
+// CompareAndSwap that stores the state rewound toward ns (unrefill). The
+// rewind matters when the bucket changed since its denial (a cancellation
+// gave tokens back): the first tick with the tokens is then earlier than
+// the last seen, and so is the state stored; a bucket stamped in the future
+// never holds tokens that a caller before its stamp could take. It returns
+// the instant the tokens are due and the take.
+//
+// Lock-free as give is: load, compute, CompareAndSwap, retry on a lost race;
+// a bucket of another epoch or generation is replaced under its shard's
+// mutex.
+func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint64, within time.Duration) (int64, held, reserveResult) {
+	for {
+		g := e.current()
+		l := g.layout
+		if cost > l.Capacity {
+			return 0, held{}, unpayable
+		}
+		orig, w, ep, live, fresh := g.view(p.b)
+		if !fresh {
+			continue
+		}
+		if !live {
+			if p = e.successor(hash, key, p); p.b == nil {
+				return 0, held{}, again
 			}
-			return at, held{}, false, never
+			continue
+		}
+		base := l.Base(ep)
+		_, at, tokens := l.Advance(w, base, l.At(ns))
+		if tokens >= cost {
+			return 0, held{}, again
+		}
+		due := at + int64(l.TicksUntil(at, tokens, cost))
+		act := l.Nanos(due)
+		if time.Duration(act-ns) > within {
+			return act, held{}, late
+		}
+		_, _, have := l.Advance(w, base, fixedpoint.Instant{Tick: due, Ceil: due})
+		stamp, left := unrefill(l, due, have-cost, l.CeilTick(ns))
+		h := held{p: p, key: key, atNs: act, ns: act, cost: cost, g: g}
+		next, fits := l.Pack(base, stamp, left)
+		if fits && p.b.Gen() == g.id {
+			if p.b.CompareAndSwap(orig, next) {
+				return act, h, reserved
+			}
+			continue
+		}
+		ep, next = l.PackNew(stamp, left)
+		nb, ok := e.replace(g, hash, key, p, orig, ep, next)
+		if ok {
+			h.p = place{b: nb, spill: p.spill}
+			return act, h, reserved
+		}
+		if nb != p.b {
+			p = place{b: nb, spill: p.spill}
 		}
 	}
 }

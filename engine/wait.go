@@ -80,6 +80,9 @@ func (e *Engine) waitN(ctx context.Context, key string, n float64, c waitClock) 
 	if never {
 		return exceedsBurst(n, e.current()) // a change of limit lowered it meanwhile
 	}
+	if !ok && act <= ns {
+		return errors.New("engine: WaitN: the key has no bucket and the table no room for one (MaxKeys buckets live, none full, OnFull is FullDeny)")
+	}
 	if !ok {
 		return fmt.Errorf("engine: WaitN: the tokens would come in %v, after the context's deadline: %w",
 			time.Duration(act-ns), context.DeadlineExceeded)
