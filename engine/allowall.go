@@ -310,7 +310,11 @@ func (e *Engine) giveBack(h held, from int64) Decision {
 		if nb, ok := e.replace(g, hash, h.key, p, orig, ep, next); ok {
 			return g.after(at, tokens, h.cost, h.ns)
 		} else if nb != p.b {
-			p = place{b: nb, spill: p.spill}
+			// Replaced by another call (nb), or evicted (nb nil): follow
+			// it as a bucket found gone.
+			if p = e.successor(hash, h.key, p); p.b == nil {
+				return e.peek(h.ns, h.key, h.cost)
+			}
 		}
 	}
 }

@@ -71,7 +71,7 @@ func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Durati
 			e.allowed.add()
 			return ns, h, true, false
 		}
-		if d.RetryAfter >= InfDuration-1 {
+		if d.RetryAfter == InfDuration {
 			e.denied.add()
 			return neverAfter(ns), held{}, false, true
 		}
@@ -88,6 +88,9 @@ func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Durati
 		case unpayable:
 			e.denied.add()
 			return neverAfter(ns), held{}, false, true
+		case beyond:
+			e.denied.add()
+			return maxAhead, held{}, false, false
 		}
 		// The bucket went, or holds the tokens now: a take at ns again.
 	}
@@ -100,17 +103,22 @@ const (
 	reserved  reserveResult = iota // the tokens are taken
 	late                           // they come later than the caller waits
 	unpayable                      // a change of limit put them out of reach
+	beyond                         // they come past the engine's range of time
 	again                          // the bucket went, or holds them now
 )
 
+// maxAhead bounds the instants reservations are due at, in nanoseconds since
+// the epoch: the engine's range of time (±2^62 ns, 146 years). Reservations
+// queued on a key past it are refused rather than let the stamp leave it.
+const maxAhead = 1 << 62
+
 // reserveOn takes cost quanta, for a reservation made at ns, from the bucket
-// at p, which holds fewer: at the first tick that has them, in one
-// CompareAndSwap that stores the state rewound toward ns (unrefill). The
-// rewind matters when the bucket changed since its denial (a cancellation
-// gave tokens back): the first tick with the tokens is then earlier than
-// the last seen, and so is the state stored; a bucket stamped in the future
-// never holds tokens that a caller before its stamp could take. It returns
-// the instant the tokens are due and the take.
+// at p, which holds fewer: at the first tick that has them, computed from
+// the word it swaps (a cancellation may have given tokens back since the
+// denial), in one CompareAndSwap. What is left at that tick, less than one
+// tick's refill, is dropped (unrefill): a bucket stamped in the future holds
+// nothing a caller before the stamp could take. It returns the instant the
+// tokens are due and the take.
 //
 // Lock-free as give is: load, compute, CompareAndSwap, retry on a lost race;
 // a bucket of another epoch or generation is replaced under its shard's
@@ -137,7 +145,11 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 		if tokens >= cost {
 			return 0, held{}, again
 		}
-		due := at + int64(l.TicksUntil(at, tokens, cost))
+		k := int64(l.TicksUntil(at, tokens, cost))
+		if k > l.At(maxAhead).Tick-at {
+			return 0, held{}, beyond
+		}
+		due := at + k
 		act := l.Nanos(due)
 		if time.Duration(act-ns) > within {
 			return act, held{}, late
@@ -158,8 +170,8 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 			h.p = place{b: nb, spill: p.spill}
 			return act, h, reserved
 		}
-		if nb != p.b {
-			p = place{b: nb, spill: p.spill}
+		if nb != p.b { // replaced by another call, or evicted
+			return 0, held{}, again
 		}
 	}
 }
@@ -224,12 +236,15 @@ func (r *Reservation) cancelAt(c int64) {
 }
 
 // unrefill rewinds a bucket of layout l holding tokens at tick at, where at
-// is past tick from: to the state at the latest tick s in [from, at] from
+// is past tick from: to the state at the earliest tick s in [from, at] from
 // which it holds tokens at at by refill alone, the tokens at s being what it
 // holds then. A caller at any time before at is decided at at; after the
 // rewind, one between s and at is decided at its own time, with the refill
-// until then only. A state that would still be full is left as it is: a
-// full bucket's stamp is kept on the refill grid's boundary.
+// until then only. If s is still past from, what is left at s (less than
+// one tick's refill) is dropped, so that a caller before s finds nothing
+// there: the rounding denies. A state that would still be full is left as
+// it is (a full bucket's stamp is kept on the refill grid's boundary; it is
+// full from s on too, to less than a quantum).
 func unrefill(l *fixedpoint.Layout, at int64, tokens uint64, from int64) (int64, uint64) {
 	if at <= from {
 		return at, tokens
@@ -252,6 +267,9 @@ func unrefill(l *fixedpoint.Layout, at int64, tokens uint64, from int64) (int64,
 	credit := l.Credit(at-int64(k), k)
 	if tokens-credit >= l.Capacity {
 		return at, tokens
+	}
+	if s := at - int64(k); s > from {
+		return s, 0
 	}
 	return at - int64(k), tokens - credit
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -266,4 +267,86 @@ func TestReserveRacingTakesConcurrent(t *testing.T) {
 	if len(admitted) == 0 {
 		t.Fatal("nothing admitted")
 	}
+}
+
+// What a reservation leaves at its tick, less than a tick's refill, is not
+// there for a take before it: 1e7 tokens/s, ticks of 1 ns, 0.995 token due
+// at 100 ns, where the bucket holds 1.
+func TestReserveLeavesNothingBeforeItsTime(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1e7, Burst: 1})
+	e.AllowAt(at(0), "k", 1)
+	wantAct(t, e.ReserveN(at(0), "k", 0.995), 100*time.Nanosecond)
+	if d := e.AllowAt(at(0), "k", 0.001); d.Allowed {
+		t.Errorf("take of 0.001 at 0 behind a reservation due at 100ns = %+v, want denied", d)
+	}
+	if got := e.TokensAt(at(0), "k"); got != 0 {
+		t.Errorf("TokensAt(0) = %v, want 0", got)
+	}
+}
+
+// Reservations queued past the engine's range of time (146 years) are
+// refused; the ones before it keep their order and the bucket its state.
+func TestReserveBacklogEndsAtTheRange(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: engine.Every(366 * 24 * time.Hour), Burst: 1})
+	last := at(0)
+	refused := 0
+	for range 300 {
+		r := e.ReserveN(at(0), "k", 1)
+		if !r.OK() {
+			refused++
+			continue
+		}
+		if refused > 0 || r.TimeToAct().Before(last) {
+			t.Fatalf("reservation due at %v after %d refused, last due at %v", r.TimeToAct(), refused, last)
+		}
+		last = r.TimeToAct()
+	}
+	if limit := at(146 * 365 * 24 * time.Hour); refused == 0 || last.After(limit) {
+		t.Errorf("%d refused, last due %v after the start; want some refused, none past 146 years", refused, last.Sub(at(0)))
+	}
+	if d := e.AllowAt(at(0), "k", 1); d.Allowed {
+		t.Errorf("take at 0 behind the backlog = %+v, want denied", d)
+	}
+}
+
+// Reservations on the overflow bucket (FullShare) wait and give back as on
+// a key's own bucket.
+func TestReserveOnTheOverflowBucket(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 10, Burst: 5, MaxKeys: 1})
+	e.AllowAt(at(0), "a", 5) // the one bucket, not full until 500ms
+	wantAct(t, e.ReserveN(at(0), "b", 5), 0)
+	r := e.ReserveN(at(0), "c", 2)
+	wantAct(t, r, 200*time.Millisecond)
+	r.CancelAt(at(100 * time.Millisecond))
+	if d := e.AllowAt(at(100*time.Millisecond), "d", 1); !d.Allowed || d.Remaining != 0 {
+		t.Errorf("take of 1 from the overflow bucket after the cancel = %+v, want allowed, 0 left", d)
+	}
+}
+
+// Reservations and cancellations on buckets that a sweep far ahead evicts
+// meanwhile, with due times past half the packed timestamp's span (their
+// buckets are replaced): nothing panics, and every reservation is due at
+// once (a key evicted ahead is decided at the eviction) or when its bucket
+// refills.
+func TestReserveRacingEvictionsOfReplacedBuckets(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 0.01, Burst: 1000, Shards: 1})
+	const keys = 20000
+	for i := range keys {
+		e.AllowAt(at(0), fmt.Sprint(i), 1000)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 200 {
+			e.SweepAt(at(time.Duration(200000+i) * time.Second))
+		}
+	})
+	refill := at(100000 * time.Second)
+	for i := range keys {
+		r := e.ReserveN(at(0), fmt.Sprint(i), 1000)
+		if !r.OK() || !r.TimeToAct().Equal(at(0)) && !r.TimeToAct().Equal(refill) {
+			t.Errorf("key %d: OK %v, due at %v; want due at 0 or at the refill", i, r.OK(), r.TimeToAct().Sub(at(0)))
+		}
+		r.CancelAt(at(0))
+	}
+	wg.Wait()
 }

@@ -13,6 +13,11 @@ import (
 // burst: no bucket ever holds them, so waiting would never end.
 var ErrExceedsBurst = errors.New("engine: n exceeds the burst")
 
+// ErrNoRoom is wrapped by the error of a WaitN on a key that has no bucket
+// when MaxKeys buckets are live, none full, and OnFull is FullDeny: there is
+// no bucket to wait on.
+var ErrNoRoom = errors.New("engine: no room for the key's bucket (MaxKeys live, none full, OnFull FullDeny)")
+
 // Wait is WaitN(ctx, key, 1).
 func (e *Engine) Wait(ctx context.Context, key string) error {
 	return e.WaitN(ctx, key, 1)
@@ -27,8 +32,12 @@ func (e *Engine) Wait(ctx context.Context, key string) error {
 // ErrExceedsBurst if n is above Burst; one naming n if n is negative or NaN;
 // and one that wraps context.DeadlineExceeded if ctx's deadline comes before
 // the tokens would. If ctx ends while it waits, it gives the tokens back
-// (Reservation.CancelAt) and returns an error that wraps ctx.Err(). n = 0
-// returns nil at once.
+// (Reservation.CancelAt) and returns an error that wraps ctx.Err(): test it
+// with errors.Is, not ==. A context that ends at the very instant the
+// tokens are due may end the wait just after it: the tokens are then spent
+// and the error returned, as in golang.org/x/time/rate. n = 0 returns nil
+// at once, unless ctx has ended. A key with no room for a bucket under
+// FullDeny is an error wrapping ErrNoRoom.
 func (e *Engine) WaitN(ctx context.Context, key string, n float64) error {
 	return e.waitN(ctx, key, n, waitClock{now: e.nanosNow, until: time.Until, sleep: sleep})
 }
@@ -62,14 +71,14 @@ func (e *Engine) waitN(ctx context.Context, key string, n float64, c waitClock) 
 	if !ok {
 		return fmt.Errorf("engine: WaitN: n = %v, want a number of tokens ≥ 0", n)
 	}
-	if cost == 0 {
-		return nil
-	}
 	if g := e.current(); cost > g.layout.Capacity {
 		return exceedsBurst(n, g)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: WaitN: %w", err)
+	}
+	if cost == 0 {
+		return nil
 	}
 	within := InfDuration
 	if dl, ok := ctx.Deadline(); ok {
@@ -81,7 +90,10 @@ func (e *Engine) waitN(ctx context.Context, key string, n float64, c waitClock) 
 		return exceedsBurst(n, e.current()) // a change of limit lowered it meanwhile
 	}
 	if !ok && act <= ns {
-		return errors.New("engine: WaitN: the key has no bucket and the table no room for one (MaxKeys buckets live, none full, OnFull is FullDeny)")
+		return fmt.Errorf("engine: WaitN: %w", ErrNoRoom)
+	}
+	if !ok && act == maxAhead {
+		return errors.New("engine: WaitN: the reservations queued on the key reach past the engine's range of time (146 years)")
 	}
 	if !ok {
 		return fmt.Errorf("engine: WaitN: the tokens would come in %v, after the context's deadline: %w",

@@ -161,7 +161,7 @@ func TestWaitNFullTableFullDeny(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 10, Burst: 2, MaxKeys: 1, OnFull: engine.FullDeny})
 	e.AllowAt(at(0), "a", 1) // the one bucket, not full
 	c := &engine.VirtualClock{Now: at(0)}
-	if err := e.WaitNOn(context.Background(), "b", 1, c); err == nil || !strings.Contains(err.Error(), "no room") || len(c.Slept) != 0 {
+	if err := e.WaitNOn(context.Background(), "b", 1, c); err == nil || !errors.Is(err, engine.ErrNoRoom) || len(c.Slept) != 0 {
 		t.Errorf("WaitN on a full table = %v after waits %v, want an error saying no room, at once", err, c.Slept)
 	}
 	if r := e.ReserveN(at(0), "b", 1); r.OK() {
