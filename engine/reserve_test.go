@@ -202,8 +202,17 @@ func TestReserveIntervalBound(t *testing.T) {
 // time, reservations not cancelled at their TimeToAct) is at most
 // Burst + Limit × T.
 func TestReserveRacingTakesConcurrent(t *testing.T) {
-	const limit, burst, goroutines, ops = 10.0, 5.0, 4, 300
-	e := newEngine(t, engine.Config{Limit: limit, Burst: burst})
+	t.Run("changes=off", func(t *testing.T) { reserveRacing(t, false) })
+	t.Run("changes=on", func(t *testing.T) { reserveRacing(t, true) })
+}
+
+// reserveRacing is TestReserveRacingTakesConcurrent; with changes, one more
+// goroutine flips the limit between 10/s, burst 5 and 20/s, burst 8 at the
+// frozen time, and the bound is taken at the larger of each.
+func reserveRacing(t *testing.T, changes bool) {
+	limit, burst := 10.0, 5.0
+	const goroutines, ops = 4, 300
+	e := newEngine(t, engine.Config{Limit: engine.Limit(limit), Burst: burst})
 	type admit struct {
 		at time.Duration
 		n  float64
@@ -217,11 +226,20 @@ func TestReserveRacingTakesConcurrent(t *testing.T) {
 	var wg, sweeper sync.WaitGroup
 	var stop atomic.Bool
 	sweeper.Go(func() {
-		for !stop.Load() {
-			e.SweepAt(at(0))
+		for i := 0; !stop.Load(); i++ {
+			if changes && i%2 == 0 {
+				if err := e.SetAt(at(0), engine.Limit(10+10*(i/2%2)), float64(5+3*(i/2%2))); err != nil {
+					t.Error(err)
+				}
+			} else {
+				e.SweepAt(at(0))
+			}
 			runtime.Gosched()
 		}
 	})
+	if changes {
+		limit, burst = 20, 8
+	}
 	for g := range goroutines {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 11))
