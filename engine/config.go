@@ -97,6 +97,15 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
+// CheckLimit returns nil if New and SetAt accept limit and burst, or the
+// error they would return, which wraps ErrInvalidConfig and names the field
+// and its range. It is for callers that validate a configuration before
+// building anything (a rules file, a store's options).
+func CheckLimit(limit Limit, burst float64) error {
+	_, err := (&Config{Limit: limit, Burst: burst}).layout()
+	return err
+}
+
 // layout validates the rate and burst and derives the word layout.
 func (c *Config) layout() (*fixedpoint.Layout, error) {
 	r := float64(c.Limit)

@@ -74,3 +74,12 @@ func ExampleBoundedKey() {
 	fmt.Println(len(engine.BoundedKey("user-42")), len(engine.BoundedKey(huge)))
 	// Output: 7 33
 }
+
+// CheckLimit validates a limit without building an engine, with New's error.
+func ExampleCheckLimit() {
+	fmt.Println(engine.CheckLimit(10, 20))
+	fmt.Println(engine.CheckLimit(10, 0.5))
+	// Output:
+	// <nil>
+	// engine: invalid config: Burst must be between 1 and 1e9 tokens, got 0.5
+}

@@ -455,3 +455,23 @@ func TestCallAcrossSetAndEvictionSeesTheNewLimit(t *testing.T) {
 		t.Errorf("TokensAt in the old limit after the eviction = %v, want 3", got)
 	}
 }
+
+// CheckLimit refuses exactly what New and SetAt refuse, with their error.
+func TestCheckLimitAgreesWithNewAndSetAt(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1, Burst: 1})
+	limits := []engine.Limit{0, -1, engine.Limit(math.NaN()), engine.Limit(math.Inf(1)), 1.0 / 31622400, 1.0 / 31622401, 1, 1e9, 1e9 + 1}
+	bursts := []float64{0, 0.999, 1, 1.0005, 12, 1e9, 1e9 + 1, math.NaN(), math.Inf(1)}
+	for _, l := range limits {
+		for _, b := range bursts {
+			check := engine.CheckLimit(l, b)
+			_, newErr := engine.New(engine.Config{Limit: l, Burst: b, SweepInterval: -1})
+			setErr := e.SetAt(at(0), l, b)
+			if fmt.Sprint(check) != fmt.Sprint(newErr) || fmt.Sprint(check) != fmt.Sprint(setErr) {
+				t.Errorf("Limit %v, Burst %v: CheckLimit %v, New %v, SetAt %v", l, b, check, newErr, setErr)
+			}
+			if check != nil && !errors.Is(check, engine.ErrInvalidConfig) {
+				t.Errorf("Limit %v, Burst %v: %v does not wrap ErrInvalidConfig", l, b, check)
+			}
+		}
+	}
+}

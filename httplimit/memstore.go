@@ -63,25 +63,24 @@ func (s *MemoryStore) Bind(l Limit) (Handle, error) {
 		m.refs++
 		return m, nil
 	}
-	cfg := engine.Config{
+	if m != nil {
+		// Retune will apply l's limit with SetAt, which accepts what
+		// CheckLimit does.
+		if err := engine.CheckLimit(engine.Limit(l.Rate), l.Burst); err != nil {
+			return nil, fmt.Errorf("httplimit: rule %q: %w", l.Name, err)
+		}
+		m.refs++
+		return m, nil
+	}
+	e, err := engine.New(engine.Config{
 		Limit:         engine.Limit(l.Rate),
 		Burst:         l.Burst,
 		MaxKeys:       s.opts.MaxKeys,
 		OnFull:        s.opts.OnFull,
 		SweepInterval: s.opts.SweepInterval,
-	}
-	if m != nil {
-		// A probe: SetAt accepts what New accepts. One shard, no sweeper.
-		cfg.Shards, cfg.SweepInterval = 1, -1
-	}
-	e, err := engine.New(cfg)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: rule %q: %w", l.Name, err)
-	}
-	if m != nil {
-		e.Close()
-		m.refs++
-		return m, nil
 	}
 	m = &memLimit{e: e, id: l.ID, refs: 1}
 	s.byID[l.ID] = m

@@ -272,11 +272,9 @@ type settings struct {
 }
 
 func (c Config) validate() (*settings, error) {
-	probe, err := engine.New(engine.Config{Limit: c.Limit, Burst: c.Burst, SweepInterval: -1})
-	if err != nil {
+	if err := engine.CheckLimit(c.Limit, c.Burst); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	probe.Close()
 	s := &settings{Config: c}
 	if s.Prefix == "" {
 		s.Prefix = defaultPrefix

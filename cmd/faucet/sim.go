@@ -107,7 +107,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
 		return 2
 	}
-	if err := engineAccepts(cfg.rate, cfg.burst); err != nil {
+	if err := engine.CheckLimit(engine.Limit(cfg.rate), cfg.burst); err != nil {
 		fmt.Fprintf(stderr, "faucet sim: %v\n", err)
 		return 2
 	}
@@ -239,7 +239,7 @@ func parseChanges(args []string, duration time.Duration, burst float64) ([]limit
 		if ch.rate, ch.text, err = parseRate(rate); err != nil {
 			return nil, fmt.Errorf("--set-limit %s: RATE: %w", arg, err)
 		}
-		if err := engineAccepts(ch.rate, burst); err != nil {
+		if err := engine.CheckLimit(engine.Limit(ch.rate), burst); err != nil {
 			return nil, fmt.Errorf("--set-limit %s: %w", arg, err)
 		}
 		for _, o := range out {
@@ -251,16 +251,6 @@ func parseChanges(args []string, duration time.Duration, burst float64) ([]limit
 	}
 	slices.SortFunc(out, func(a, b limitChange) int { return cmp.Compare(a.at, b.at) })
 	return out, nil
-}
-
-// engineAccepts returns nil if an engine takes rate and burst, or the
-// engine's error, which names the field and its range.
-func engineAccepts(rate, burst float64) error {
-	e, err := engine.New(engine.Config{Limit: engine.Limit(rate), Burst: burst, Shards: 1, SweepInterval: -1})
-	if err != nil {
-		return err
-	}
-	return e.Close()
 }
 
 // simulate runs the load against one key on a virtual clock, changing the
