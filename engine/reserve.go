@@ -45,52 +45,43 @@ func (e *Engine) Reserve(key string) *Reservation {
 // limit; WaitN waits, and hands the tokens back if its context ends first.
 func (e *Engine) ReserveN(t time.Time, key string, n float64) *Reservation {
 	ns := e.nanosAt(t)
-	r := &Reservation{e: e, ns: ns}
 	cost, ok := fixedpoint.Quantize(n)
 	if !ok {
-		e.denied.add()
-		r.act = neverAfter(ns)
-		return r
+		cost = fixedpoint.Never // denied as a cost above the burst is
 	}
-	r.act, r.h, r.ok, _ = e.reserveAt(ns, BoundedKey(key), cost, InfDuration)
-	return r
+	act, h, res := e.reserveAt(ns, BoundedKey(key), cost, InfDuration)
+	return &Reservation{e: e, ns: ns, act: act, h: h, ok: res == reserved}
 }
 
 // reserveAt takes cost quanta from key's bucket at the first instant from ns
 // on at which it holds them, if that is no more than within after ns, and
-// counts the decision. It returns that instant and the take; ok is false if
-// the tokens come later than within, and never and ok false if they never
-// come (then nothing is taken, and act is when they would come, or
-// InfDuration past ns if never). A key that finds the table full under
-// FullDeny has no bucket to wait on: ok and never are false, act is ns.
-func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, ok, never bool) {
+// counts the decision. It returns that instant, the take and reserved; or,
+// taking nothing, late with the instant the tokens would come, unpayable or
+// beyond (act a time that never comes), or noRoom (act ns) for a key that
+// finds the table full under FullDeny, with no bucket to wait on.
+func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, res reserveResult) {
 	hash := shard.Hash(key)
 	for {
 		d, h := e.hold(ns, key, cost)
 		if d.Allowed {
 			e.allowed.add()
-			return ns, h, true, false
+			return ns, h, reserved
 		}
 		if d.RetryAfter == InfDuration {
 			e.denied.add()
-			return neverAfter(ns), held{}, false, true
+			return neverAfter(ns), held{}, unpayable
 		}
 		if h.on.b == nil { // refused for a full table, and counted
-			return ns, held{}, false, false
+			return ns, held{}, noRoom
 		}
-		switch act, h, res := e.reserveOn(hash, key, h.on, ns, cost, within); res {
+		act, h, res := e.reserveOn(hash, key, h.on, ns, cost, within)
+		switch res {
 		case reserved:
 			e.allowed.add()
-			return act, h, true, false
-		case late:
+			return act, h, res
+		case late, unpayable, beyond:
 			e.denied.add()
-			return act, held{}, false, false
-		case unpayable:
-			e.denied.add()
-			return neverAfter(ns), held{}, false, true
-		case beyond:
-			e.denied.add()
-			return maxAhead, held{}, false, false
+			return act, held{}, res
 		}
 		// The bucket went, or holds the tokens now: a take at ns again.
 	}
@@ -102,8 +93,9 @@ type reserveResult uint8
 const (
 	reserved  reserveResult = iota // the tokens are taken
 	late                           // they come later than the caller waits
-	unpayable                      // a change of limit put them out of reach
+	unpayable                      // no bucket can hold them (above the burst)
 	beyond                         // they come past the engine's range of time
+	noRoom                         // no bucket for the key, none can be made
 	again                          // the bucket went, or holds them now
 )
 
@@ -128,7 +120,7 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 		g := e.current()
 		l := g.layout
 		if cost > l.Capacity {
-			return 0, held{}, unpayable
+			return neverAfter(ns), held{}, unpayable
 		}
 		orig, w, ep, live, fresh := g.view(p.b)
 		if !fresh {
@@ -147,7 +139,7 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 		}
 		k := int64(l.TicksUntil(at, tokens, cost))
 		if k > l.At(maxAhead).Tick-at {
-			return 0, held{}, beyond
+			return maxAhead, held{}, beyond
 		}
 		due := at + k
 		act := l.Nanos(due)

@@ -85,17 +85,15 @@ func (e *Engine) waitN(ctx context.Context, key string, n float64, c waitClock) 
 		within = max(0, c.until(dl))
 	}
 	ns := c.now()
-	act, h, ok, never := e.reserveAt(ns, BoundedKey(key), cost, within)
-	if never {
+	act, h, res := e.reserveAt(ns, BoundedKey(key), cost, within)
+	switch res {
+	case unpayable:
 		return exceedsBurst(n, e.current()) // a change of limit lowered it meanwhile
-	}
-	if !ok && act <= ns {
+	case noRoom:
 		return fmt.Errorf("engine: WaitN: %w", ErrNoRoom)
-	}
-	if !ok && act == maxAhead {
+	case beyond:
 		return errors.New("engine: WaitN: the reservations queued on the key reach past the engine's range of time (146 years)")
-	}
-	if !ok {
+	case late:
 		return fmt.Errorf("engine: WaitN: the tokens would come in %v, after the context's deadline: %w",
 			time.Duration(act-ns), context.DeadlineExceeded)
 	}
