@@ -368,3 +368,23 @@ func TestReserveRacingEvictionsOfReplacedBuckets(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A flood of new keys through reservations is bounded as takes are: never
+// more than MaxKeys buckets, and the keys without room share the overflow
+// bucket: ten keys with buckets get their token at once, the other 990
+// share the overflow bucket's 5 and then its refill.
+func TestReserveFloodOfKeysKeepsMaxKeys(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1, Burst: 5, MaxKeys: 10})
+	now := 0
+	for i := range 1000 {
+		if r := e.ReserveN(at(0), fmt.Sprint("flood-", i), 1); r.OK() && r.TimeToAct().Equal(at(0)) {
+			now++
+		}
+	}
+	if n := e.Len(); n > 10 {
+		t.Errorf("%d live buckets after a flood of 1,000 keys, want at most MaxKeys = 10", n)
+	}
+	if now != 10+5 {
+		t.Errorf("%d reservations due at once, want 15 (one for each of 10 buckets, and the overflow bucket's 5)", now)
+	}
+}
