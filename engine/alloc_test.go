@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,6 +18,8 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 	e.Allow("hot")
 	d.Allow("drained")
 	now := time.Now()
+	var l engine.Limiter = e
+	ctx := context.Background()
 	for _, tt := range []struct {
 		name string
 		fn   func()
@@ -28,6 +31,7 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		{"AllowN/peek", func() { sink = e.AllowN("hot", 0) }},
 		{"AllowN/never", func() { sink = e.AllowN("hot", 2e6) }},
 		{"TokensAt", func() { _ = e.TokensAt(now, "hot") }},
+		{"Limiter.Take", func() { sink, _ = l.Take(ctx, "hot", 1) }},
 	} {
 		if n := testing.AllocsPerRun(1000, tt.fn); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", tt.name, n)

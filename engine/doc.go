@@ -76,10 +76,19 @@
 //
 // # Several buckets
 //
-// AllowAll and AllowAllAt take tokens from several (Engine, key) pairs or from
+// TakeAll and TakeAllAt take tokens from several (Engine, key) pairs or from
 // none: per-user, per-tenant and global limits that must all pass. A denial
 // gives back what the call took and reports which take was denied; see
-// AllowAllAt for the exact guarantee under concurrency.
+// TakeAllAt for the exact guarantee under concurrency.
+//
+// # One contract for every store
+//
+// Limiter is the interface that the Engine and every shared store (package
+// redisstore, for one) implement: Take and TakeAll with a context and an
+// error, which a store that does I/O needs and the Engine answers without
+// allocating. Store binds the Limiters of many limits, sharing those of one
+// ID; NewPool makes a Store from a function that opens a Limiter. Package
+// limitertest is the conformance suite every implementation passes.
 //
 // # Failure
 //
@@ -88,5 +97,8 @@
 // Limit and Burst (OnFull FullShare), or is denied (FullDeny); either way it
 // is counted in Stats.Overflow, and a full table never lets a key past the
 // limit. Bad configuration is an error from New naming the field and its
-// range; bad costs are denials with RetryAfter InfDuration. Nothing panics.
+// range; bad costs are denials with RetryAfter InfDuration. Misuse that
+// TakeAll can detect (a nil or foreign Limiter in a Take, a short out) is an
+// error, and so is calling Take or TakeAll on a nil *Engine. Nothing panics,
+// except methods without an error result called on a nil *Engine.
 package engine

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -190,6 +191,31 @@ func BenchmarkMemory(b *testing.B) {
 				runtime.KeepAlive(e)
 			}
 			b.ReportMetric(perKey, "B/key")
+		})
+	}
+}
+
+// BenchmarkTake compares AllowN with Take through the Limiter interface, the
+// contract every store shares, on one live key: benchstat -col /api.
+func BenchmarkTake(b *testing.B) {
+	for _, mode := range []string{"allow", "deny"} {
+		b.Run("api=AllowN/mode="+mode, func(b *testing.B) {
+			e := benchEngine(b, mode)
+			e.Allow("user:12345678")
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = e.AllowN("user:12345678", 1)
+			}
+		})
+		b.Run("api=Limiter/mode="+mode, func(b *testing.B) {
+			e := benchEngine(b, mode)
+			e.Allow("user:12345678")
+			var l engine.Limiter = e
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				sink, _ = l.Take(ctx, "user:12345678", 1)
+			}
 		})
 	}
 }

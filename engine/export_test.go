@@ -8,17 +8,17 @@ import (
 	"github.com/faucetgo/faucet/shard"
 )
 
-// Held is a take of AllowAll in flight, for tests that interleave other calls
+// Held is a take of TakeAll in flight, for tests that interleave other calls
 // between a take and its give-back.
 type Held = held
 
-// HoldAt makes the take AllowAllAt makes for one part, without counting it.
+// HoldAt makes the take TakeAllAt makes for one part, without counting it.
 func (e *Engine) HoldAt(t time.Time, key string, n float64) (Decision, Held) {
 	cost, _ := fixedpoint.Quantize(n)
 	return e.hold(e.nanosAt(t), BoundedKey(key), cost)
 }
 
-// GiveBack gives a held take back, as a denied AllowAllAt does.
+// GiveBack gives a held take back, as a denied TakeAllAt does.
 // A held peek has no bucket and nothing to give back.
 func (e *Engine) GiveBack(h Held) Decision {
 	if h.p.b == nil {

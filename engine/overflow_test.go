@@ -118,14 +118,14 @@ func TestSweepEvictsTheOverflowBucket(t *testing.T) {
 
 // An AllowAll denied after an overflowing take gives the tokens back to the
 // overflow bucket.
-func TestAllowAllGivesBackToTheOverflowBucket(t *testing.T) {
+func TestTakeAllGivesBackToTheOverflowBucket(t *testing.T) {
 	users := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 1, SweepInterval: -1})
 	global := newEngine(t, engine.Config{Limit: 1, Burst: 1, SweepInterval: -1})
 	users.AllowAt(t0, "resident", 1)
 	global.AllowAt(t0, "all", 1)
 	out := make([]engine.Decision, 2)
-	takes := []engine.Take{{Engine: users, Key: "newcomer", N: 2}, {Engine: global, Key: "all", N: 1}}
-	if k := engine.AllowAllAt(t0, takes, out); k != 1 {
+	takes := []engine.Take{{Limiter: users, Key: "newcomer", N: 2}, {Limiter: global, Key: "all", N: 1}}
+	if k := takeAllAt(t0, takes, out); k != 1 {
 		t.Fatalf("AllowAllAt = %d, want 1 (global is empty)", k)
 	}
 	if out[0].Allowed || out[0].Remaining != 2 {
@@ -201,7 +201,7 @@ func TestReportsOnAFullTable(t *testing.T) {
 	users.AllowAt(t0, "a", 2) // drains the overflow bucket
 	global.AllowAt(t0, "all", 1)
 	out := make([]engine.Decision, 2)
-	if k := engine.AllowAllAt(t0, []engine.Take{{Engine: global, Key: "all", N: 1}, {Engine: users, Key: "newcomer", N: 2}}, out); k != 0 {
+	if k := takeAllAt(t0, []engine.Take{{Limiter: global, Key: "all", N: 1}, {Limiter: users, Key: "newcomer", N: 2}}, out); k != 0 {
 		t.Fatalf("AllowAllAt = %d, want 0", k)
 	}
 	alone := users.AllowAt(t0, "newcomer", 2)
@@ -218,7 +218,7 @@ func TestReportsOnAFullTable(t *testing.T) {
 	if got := deny.TokensAt(t0, "newcomer"); got != 0 {
 		t.Errorf("FullDeny: TokensAt = %v, want 0", got)
 	}
-	if k := engine.AllowAllAt(t0, []engine.Take{{Engine: global, Key: "all", N: 1}, {Engine: deny, Key: "newcomer", N: 1}}, out); k != 0 || out[1].RetryAfter != 2*time.Second {
+	if k := takeAllAt(t0, []engine.Take{{Limiter: global, Key: "all", N: 1}, {Limiter: deny, Key: "newcomer", N: 1}}, out); k != 0 || out[1].RetryAfter != 2*time.Second {
 		t.Errorf("FullDeny: AllowAllAt = %d, out[1] = %+v; want the capacity wait, 2s", k, out[1])
 	}
 }

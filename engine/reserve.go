@@ -212,7 +212,7 @@ func (r *Reservation) Cancel() { r.CancelAt(time.Now()) }
 // refill brings them, never sooner. Nothing is given back once t is past
 // TimeToAct (the holder may have acted), for a reservation that is not OK,
 // or a second time. A change of limit (SetAt) between the reservation and
-// its cancellation is allowed for as in AllowAll's give-back.
+// its cancellation is allowed for as in TakeAll's give-back.
 func (r *Reservation) CancelAt(t time.Time) {
 	if r.ok {
 		r.cancelAt(r.e.nanosAt(t))

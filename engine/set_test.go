@@ -372,7 +372,7 @@ func TestSetRacingTakesAndSweepsConcurrent(t *testing.T) {
 	}
 }
 
-// A take of AllowAll given back after a change of limit returns the take
+// A take of TakeAll given back after a change of limit returns the take
 // less the refill since it, at the faster of the two rates; never above the
 // new burst; and nothing across two changes (the refill between them is not
 // known). Take at 0 of 30 from 100 at 10/s, change at 1s (80 tokens then).

@@ -127,9 +127,9 @@ func (s *MemoryStore) TakeAll(_ context.Context, now time.Time, takes []Take, ou
 		ets = make([]engine.Take, 0, len(takes))
 	}
 	for _, t := range takes {
-		ets = append(ets, engine.Take{Engine: t.Handle.(*memLimit).e, Key: t.Key, N: t.N})
+		ets = append(ets, engine.Take{Limiter: t.Handle.(*memLimit).e, Key: t.Key, N: t.N})
 	}
-	return engine.AllowAllAt(now, ets, out), nil
+	return (*engine.Engine)(nil).TakeAllAt(now, ets, out)
 }
 
 // BucketStats reports the engine's live, evicted and overflowing buckets.

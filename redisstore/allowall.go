@@ -249,6 +249,9 @@ func count(calls []call, out []engine.Decision, denied int) {
 	}
 }
 
+// tl0 is the engine of the first local take.
+func tl0(local []engine.Take) engine.Limiter { return local[0].Limiter }
+
 // failed fills out with the policies' answer for a call the store could not
 // decide, and returns the denied index.
 func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
@@ -273,7 +276,7 @@ func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
 			}
 		case Fallback:
 			tl.stats.fallback.Add(1)
-			local = append(local, engine.Take{Engine: tl.s.fallback, Key: takes[i].Key, N: takes[i].N})
+			local = append(local, engine.Take{Limiter: tl.s.fallback, Key: takes[i].Key, N: takes[i].N})
 			where = append(where, i)
 		}
 	}
@@ -284,7 +287,8 @@ func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
 			}
 		} else {
 			dec := make([]engine.Decision, len(local))
-			if k := engine.AllowAll(local, dec); k >= 0 {
+			// The fallback engines are valid takes of a long enough out.
+			if k, _ := tl0(local).TakeAll(context.Background(), local, dec); k >= 0 {
 				denied = where[k]
 			}
 			for j, i := range where {

@@ -313,7 +313,7 @@ func allowAllEquivalence(t *testing.T, keys []string) {
 			cs := costs(cfgs[li].Burst)
 			cost := cs[rng.IntN(len(cs))]
 			takes = append(takes, Take{Limiter: ls[li], Key: keys[ki], N: cost})
-			etakes = append(etakes, engine.Take{Engine: es[li], Key: ls[li].KeyFor(keys[ki]), N: cost})
+			etakes = append(etakes, engine.Take{Limiter: es[li], Key: ls[li].KeyFor(keys[ki]), N: cost})
 		}
 		out := make([]engine.Decision, n)
 		k, at, err := ls[0].allowAll(context.Background(), takes, out)
@@ -321,7 +321,7 @@ func allowAllEquivalence(t *testing.T, keys []string) {
 			t.Fatal(err)
 		}
 		want := make([]engine.Decision, n)
-		wk := engine.AllowAllAt(at, etakes, want)
+		wk, _ := es[0].TakeAllAt(at, etakes, want)
 		if k != wk {
 			t.Fatalf("op %d: denied %d, engine %d\nstore  %+v\nengine %+v", op, k, wk, out, want)
 		}

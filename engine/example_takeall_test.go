@@ -9,14 +9,17 @@ import (
 
 // Per-user and global limits that must both pass: when the global limit
 // denies, the user's token is given back.
-func ExampleAllowAllAt() {
+func ExampleEngine_TakeAllAt() {
 	perUser, _ := engine.New(engine.Config{Limit: 1, Burst: 2, SweepInterval: -1})
 	global, _ := engine.New(engine.Config{Limit: 1, Burst: 3, SweepInterval: -1})
 	var clock time.Time
 	out := make([]engine.Decision, 2)
 	for _, user := range []string{"ann", "ann", "bob", "bob"} {
-		takes := []engine.Take{{Engine: perUser, Key: user, N: 1}, {Engine: global, Key: "", N: 1}}
-		denied := engine.AllowAllAt(clock, takes, out)
+		takes := []engine.Take{{Limiter: perUser, Key: user, N: 1}, {Limiter: global, Key: "", N: 1}}
+		denied, err := global.TakeAllAt(clock, takes, out)
+		if err != nil {
+			panic(err) // a nil or foreign limiter, or a short out
+		}
 		fmt.Printf("%s: denied by %d, %s holds %v, global %v\n", user, denied, user, out[0].Remaining, out[1].Remaining)
 	}
 	// Output:

@@ -1,10 +1,11 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,7 +30,7 @@ func (tr tiers) tokens(at time.Time, user, tenant string) [3]float64 {
 	return [3]float64{tr.user.TokensAt(at, user), tr.tenant.TokensAt(at, tenant), tr.global.TokensAt(at, "")}
 }
 
-func TestAllowAllTakesAllOrNone(t *testing.T) {
+func TestTakeAllTakesAllOrNone(t *testing.T) {
 	tr := newTiers(t, 3, 5, 6)
 	out := make([]engine.Decision, 3)
 	steps := []struct {
@@ -48,7 +49,7 @@ func TestAllowAllTakesAllOrNone(t *testing.T) {
 		{"d", "y", 2, [3]float64{3, 4, 0}}, // global is out: user d and tenant y given back
 	}
 	for i, s := range steps {
-		got := engine.AllowAllAt(t0, tr.takes(s.user, s.tenant, 1), out)
+		got := takeAllAt(t0, tr.takes(s.user, s.tenant, 1), out)
 		if got != s.want {
 			t.Fatalf("step %d: AllowAllAt(%s, %s) = %d, want %d", i, s.user, s.tenant, got, s.want)
 		}
@@ -74,9 +75,9 @@ func TestAllowAllTakesAllOrNone(t *testing.T) {
 
 // A later take that could never pass is found before anything is taken, and
 // reported even when an earlier take would deny too.
-func TestAllowAllNeverSatisfiableTakesNothing(t *testing.T) {
+func TestTakeAllNeverSatisfiableTakesNothing(t *testing.T) {
 	tr := newTiers(t, 3, 5, 6)
-	engine.AllowAllAt(t0, tr.takes("a", "x", 3), make([]engine.Decision, 3)) // user a drained
+	takeAllAt(t0, tr.takes("a", "x", 3), make([]engine.Decision, 3)) // user a drained
 	for _, tt := range []struct {
 		name string
 		n    [3]float64
@@ -94,7 +95,7 @@ func TestAllowAllNeverSatisfiableTakesNothing(t *testing.T) {
 			}
 			before := tr.tokens(t0, "a", "x")
 			out := make([]engine.Decision, 3)
-			if got := engine.AllowAllAt(t0, takes, out); got != tt.want {
+			if got := takeAllAt(t0, takes, out); got != tt.want {
 				t.Fatalf("AllowAllAt = %d, want %d", got, tt.want)
 			}
 			if after := tr.tokens(t0, "a", "x"); after != before {
@@ -114,7 +115,7 @@ func TestAllowAllNeverSatisfiableTakesNothing(t *testing.T) {
 
 // Each take's RetryAfter is what that take alone would wait, so the request
 // may be retried after the largest of them; the denier's equals AllowAt's.
-func TestAllowAllRetryAfterPerTake(t *testing.T) {
+func TestTakeAllRetryAfterPerTake(t *testing.T) {
 	a := newEngine(t, engine.Config{Limit: 2, Burst: 4, SweepInterval: -1})
 	b := newEngine(t, engine.Config{Limit: 1, Burst: 4, SweepInterval: -1})
 	c := newEngine(t, engine.Config{Limit: 0.5, Burst: 4, SweepInterval: -1})
@@ -122,7 +123,7 @@ func TestAllowAllRetryAfterPerTake(t *testing.T) {
 	c.AllowAt(t0, "k", 4)
 	out := make([]engine.Decision, 3)
 	takes := []engine.Take{{b, "k", 3}, {a, "k", 3}, {c, "k", 3}}
-	if got := engine.AllowAllAt(t0, takes, out); got != 1 {
+	if got := takeAllAt(t0, takes, out); got != 1 {
 		t.Fatalf("AllowAllAt = %d, want 1", got)
 	}
 	want := []time.Duration{0, 1500 * time.Millisecond, 6 * time.Second}
@@ -134,17 +135,17 @@ func TestAllowAllRetryAfterPerTake(t *testing.T) {
 	if d := a.AllowAt(t0, "k", 3); d.RetryAfter != out[1].RetryAfter {
 		t.Errorf("AllowAt's RetryAfter %v differs from AllowAllAt's %v", d.RetryAfter, out[1].RetryAfter)
 	}
-	if got := engine.AllowAllAt(at(6*time.Second), takes, out); got != -1 {
+	if got := takeAllAt(at(6*time.Second), takes, out); got != -1 {
 		t.Errorf("after the longest wait AllowAllAt = %d, want -1", got)
 	}
 }
 
-func TestAllowAllCountsEachTakeOnce(t *testing.T) {
+func TestTakeAllCountsEachTakeOnce(t *testing.T) {
 	tr := newTiers(t, 1, 5, 5)
 	out := make([]engine.Decision, 3)
-	engine.AllowAllAt(t0, tr.takes("a", "x", 1), out) // allowed
-	engine.AllowAllAt(t0, tr.takes("a", "x", 1), out) // user denies
-	engine.AllowAllAt(t0, tr.takes("b", "x", 9), out) // never
+	takeAllAt(t0, tr.takes("a", "x", 1), out) // allowed
+	takeAllAt(t0, tr.takes("a", "x", 1), out) // user denies
+	takeAllAt(t0, tr.takes("b", "x", 9), out) // never
 	for name, e := range map[string]*engine.Engine{"user": tr.user, "tenant": tr.tenant, "global": tr.global} {
 		if s := e.Stats(); s.Allowed != 1 || s.Denied != 2 {
 			t.Errorf("%s: allowed %d denied %d, want 1 and 2", name, s.Allowed, s.Denied)
@@ -152,35 +153,35 @@ func TestAllowAllCountsEachTakeOnce(t *testing.T) {
 	}
 }
 
-func TestAllowAllEdges(t *testing.T) {
-	if got := engine.AllowAllAt(t0, nil, nil); got != -1 {
+func TestTakeAllEdges(t *testing.T) {
+	if got := takeAllAt(t0, nil, nil); got != -1 {
 		t.Errorf("no takes: %d, want -1", got)
 	}
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, SweepInterval: -1})
 	out := make([]engine.Decision, 3)
 	// The same bucket twice: both parts are taken, or given back together.
-	if got := engine.AllowAllAt(t0, []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != -1 {
+	if got := takeAllAt(t0, []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != -1 {
 		t.Fatalf("two takes of 1 from a burst of 2: %d, want -1", got)
 	}
 	e.AllowAt(at(time.Second), "k", 0) // refill one token
-	if got := engine.AllowAllAt(at(time.Second), []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != 1 {
+	if got := takeAllAt(at(time.Second), []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != 1 {
 		t.Fatalf("two takes of 1 from one token: %d, want 1", got)
 	}
 	if got := e.TokensAt(at(time.Second), "k"); got != 1 {
 		t.Errorf("tokens after the denied pair = %v, want 1", got)
 	}
 	// A peek part takes nothing and creates no bucket.
-	if got := engine.AllowAllAt(t0, []engine.Take{{e, "peek", 0}}, out); got != -1 || e.Len() != 1 {
+	if got := takeAllAt(t0, []engine.Take{{e, "peek", 0}}, out); got != -1 || e.Len() != 1 {
 		t.Errorf("peek: %d with %d buckets, want -1 and 1", got, e.Len())
 	}
 	// More takes than AllowAll tracks on its stack.
 	many := make([]engine.Take, 12)
 	for i := range many {
-		many[i] = engine.Take{Engine: e, Key: fmt.Sprint("m", i), N: 2}
+		many[i] = engine.Take{Limiter: e, Key: fmt.Sprint("m", i), N: 2}
 	}
 	many[11].N = 1.5
 	e.AllowAt(t0, "m11", 1)
-	if got := engine.AllowAllAt(t0, many, make([]engine.Decision, 12)); got != 11 {
+	if got := takeAllAt(t0, many, make([]engine.Decision, 12)); got != 11 {
 		t.Fatalf("12 takes, the last short: %d, want 11", got)
 	}
 	for i := range 11 {
@@ -188,27 +189,78 @@ func TestAllowAllEdges(t *testing.T) {
 			t.Errorf("m%d holds %v after the give-back, want 2", i, got)
 		}
 	}
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "needs 2 decisions") {
-			t.Errorf("short out: recovered %v, want a panic naming the sizes", r)
+}
+
+// Misuse TakeAll can detect is an error that takes nothing, not a panic.
+func TestTakeAllMisuseIsAnError(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, SweepInterval: -1})
+	var nilEngine *engine.Engine
+	out := make([]engine.Decision, 2)
+	for _, tt := range []struct {
+		name  string
+		takes []engine.Take
+		out   []engine.Decision
+		want  error
+	}{
+		{"short out", []engine.Take{{e, "a", 1}, {e, "b", 1}}, out[:1], engine.ErrShortOut},
+		{"nil limiter", []engine.Take{{e, "a", 1}, {nil, "b", 1}}, out, engine.ErrNilLimiter},
+		{"nil engine", []engine.Take{{e, "a", 1}, {nilEngine, "b", 1}}, out, engine.ErrNilLimiter},
+		{"foreign limiter", []engine.Take{{e, "a", 1}, {foreign{e}, "b", 1}}, out, engine.ErrForeignTake},
+	} {
+		for _, at := range []bool{false, true} {
+			var err error
+			if at {
+				_, err = e.TakeAllAt(t0, tt.takes, tt.out)
+			} else {
+				_, err = nilEngine.TakeAll(context.Background(), tt.takes, tt.out)
+			}
+			if !errors.Is(err, tt.want) {
+				t.Errorf("%s (at=%v): err = %v, want %v", tt.name, at, err, tt.want)
+			}
 		}
-	}()
-	engine.AllowAllAt(t0, []engine.Take{{e, "a", 1}, {e, "b", 1}}, out[:1])
+		if got := e.TokensAt(t0, "a"); got != 2 {
+			t.Errorf("%s: bucket a holds %v, want 2 (nothing taken)", tt.name, got)
+		}
+	}
+	if _, err := nilEngine.Take(context.Background(), "a", 1); !errors.Is(err, engine.ErrNilLimiter) {
+		t.Errorf("Take on a nil *Engine: err = %v, want ErrNilLimiter", err)
+	}
+}
+
+// foreign is a Limiter that is not an *engine.Engine.
+type foreign struct{ *engine.Engine }
+
+// takeAllAt is TakeAllAt for takes that are all valid.
+func takeAllAt(at time.Time, takes []engine.Take, out []engine.Decision) int {
+	k, err := (*engine.Engine)(nil).TakeAllAt(at, takes, out)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// takeAll is TakeAll for takes that are all valid.
+func takeAll(takes []engine.Take, out []engine.Decision) int {
+	k, err := (*engine.Engine)(nil).TakeAll(context.Background(), takes, out)
+	if err != nil {
+		panic(err)
+	}
+	return k
 }
 
 // AllowAll reads each engine's clock; on fresh engines everything passes.
-func TestAllowAllNow(t *testing.T) {
+func TestTakeAllNow(t *testing.T) {
 	tr := newTiers(t, 2, 2, 2)
 	out := make([]engine.Decision, 3)
-	if got := engine.AllowAll(tr.takes("a", "x", 2), out); got != -1 {
+	if got := takeAll(tr.takes("a", "x", 2), out); got != -1 {
 		t.Fatalf("AllowAll = %d, want -1", got)
 	}
-	if got := engine.AllowAll(tr.takes("a", "x", 2), out); got != 0 || out[0].RetryAfter <= 0 {
+	if got := takeAll(tr.takes("a", "x", 2), out); got != 0 || out[0].RetryAfter <= 0 {
 		t.Errorf("second AllowAll = %d, RetryAfter %v; want 0 and a positive wait", got, out[0].RetryAfter)
 	}
 }
 
-func TestAllowAllAllocatesNothing(t *testing.T) {
+func TestTakeAllAllocatesNothing(t *testing.T) {
 	cfg := engine.Config{Limit: 1e6, Burst: 1e9, SweepInterval: -1}
 	es := []*engine.Engine{newEngine(t, cfg), newEngine(t, cfg), newEngine(t, cfg), newEngine(t, cfg)}
 	drained := newEngine(t, engine.Config{Limit: 1, Burst: 1, SweepInterval: -1})
@@ -217,20 +269,20 @@ func TestAllowAllAllocatesNothing(t *testing.T) {
 	for n := 1; n <= 4; n++ {
 		takes := make([]engine.Take, n)
 		for i := range takes {
-			takes[i] = engine.Take{Engine: es[i], Key: "k", N: 1}
+			takes[i] = engine.Take{Limiter: es[i], Key: "k", N: 1}
 		}
-		engine.AllowAllAt(t0, takes, out) // create the buckets
-		denied := append(append([]engine.Take{}, takes...), engine.Take{Engine: drained, Key: "k", N: 1})
-		never := append(append([]engine.Take{}, takes...), engine.Take{Engine: drained, Key: "k", N: 2})
+		takeAllAt(t0, takes, out) // create the buckets
+		denied := append(append([]engine.Take{}, takes...), engine.Take{Limiter: drained, Key: "k", N: 1})
+		never := append(append([]engine.Take{}, takes...), engine.Take{Limiter: drained, Key: "k", N: 2})
 		for _, tt := range []struct {
 			name  string
 			takes []engine.Take
 		}{{"allowed", takes}, {"denied", denied}, {"never", never}} {
-			f := func() { engine.AllowAllAt(t0, tt.takes, out) }
+			f := func() { takeAllAt(t0, tt.takes, out) }
 			if a := testing.AllocsPerRun(200, f); a != 0 {
 				t.Errorf("takes=%d/%s: %v allocations, want 0", n, tt.name, a)
 			}
-			g := func() { engine.AllowAll(tt.takes, out) }
+			g := func() { takeAll(tt.takes, out) }
 			if a := testing.AllocsPerRun(200, g); a != 0 {
 				t.Errorf("takes=%d/%s/now: %v allocations, want 0", n, tt.name, a)
 			}
@@ -241,7 +293,7 @@ func TestAllowAllAllocatesNothing(t *testing.T) {
 // With a frozen clock nothing refills, so give-backs are exact and the
 // hierarchy admits exactly the global burst, each user within its own, and
 // every bucket ends at its burst less what it admitted.
-func TestAllowAllConcurrentExact(t *testing.T) {
+func TestTakeAllConcurrentExact(t *testing.T) {
 	const users, perUser, calls, global = 8, 30, 100, 100
 	tr := newTiers(t, perUser, 1e6, global)
 	var admitted [users]atomic.Int64
@@ -253,7 +305,7 @@ func TestAllowAllConcurrentExact(t *testing.T) {
 				user := fmt.Sprint("u", u)
 				for i := range calls {
 					tenant := fmt.Sprint("t", (g+i)%2)
-					if engine.AllowAllAt(t0, tr.takes(user, tenant, 1), out) == -1 {
+					if takeAllAt(t0, tr.takes(user, tenant, 1), out) == -1 {
 						admitted[u].Add(1)
 					}
 				}

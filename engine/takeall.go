@@ -9,28 +9,16 @@ import (
 	"github.com/faucetgo/faucet/shard"
 )
 
-// Take is one part of an AllowAll: N tokens from Key's bucket in Engine.
-type Take struct {
-	Engine *Engine
-	Key    string
-	N      float64
-}
-
-// heldOnStack is how many takes AllowAll tracks without allocating.
+// heldOnStack is how many takes TakeAll tracks without allocating.
 const heldOnStack = 8
 
-// AllowAll takes every take's tokens now, or none of them: the "per user, per
-// tenant, global: all must pass" of hierarchical limits. It is AllowAllAt
-// with each engine's monotonic clock.
-func AllowAll(takes []Take, out []Decision) int {
-	return allowAll(time.Time{}, false, takes, out)
-}
-
-// AllowAllAt takes takes[i].N tokens from every takes[i].Key's bucket at time
+// TakeAllAt takes takes[i].N tokens from every takes[i].Key's bucket at time
 // t, or from none. It fills out[i] for every take and returns the index of the
-// take that was denied, or -1 when all were taken. out must hold at least
-// len(takes) decisions; a shorter out, or a take without an Engine, is a
-// programming error and panics.
+// take that was denied, or -1 when all were taken. Every takes[i].Limiter must
+// be a non-nil *Engine (else ErrNilLimiter or ErrForeignTake) and out must
+// hold at least len(takes) decisions (else ErrShortOut); on an error nothing
+// is taken and out is untouched. The receiver only names the implementation
+// and may be any Engine, or nil.
 //
 // When all are taken, out[i] is what AllowAt would have returned for take i.
 // When take k is denied, no out[i].Allowed is true and nothing is consumed
@@ -47,9 +35,9 @@ func AllowAll(takes []Take, out []Decision) int {
 // # Guarantee under concurrency
 //
 // The takes are separate CompareAndSwaps on separate buckets, not one atomic
-// step. While AllowAll runs, another caller may find a bucket short of the
-// tokens AllowAll took and is about to give back, and be denied: as if that
-// caller had come just after an AllowAll that was allowed. Giving back never
+// step. While TakeAllAt runs, another caller may find a bucket short of the
+// tokens it took and is about to give back, and be denied: as if that
+// caller had come just after a TakeAllAt that was allowed. Giving back never
 // lifts a bucket above its Burst, and never returns refill twice: it returns
 // the tokens taken less any refill the bucket received between the take and
 // the give-back, because a bucket left alone might have lost that refill at
@@ -59,12 +47,12 @@ func AllowAll(takes []Take, out []Decision) int {
 // callers on one clock the shortfall is at most the refill of the time the
 // call took. No bucket ever admits more than one whose takes were never made.
 //
-// AllowAllAt allocates nothing for up to 8 takes on keys that have buckets.
-func AllowAllAt(t time.Time, takes []Take, out []Decision) int {
-	return allowAll(t, true, takes, out)
+// TakeAllAt allocates nothing for up to 8 takes on keys that have buckets.
+func (e *Engine) TakeAllAt(t time.Time, takes []Take, out []Decision) (int, error) {
+	return takeAll(t, true, takes, out)
 }
 
-// held is one take of an AllowAll in flight: what to give back if a later
+// held is one take of a TakeAll in flight: what to give back if a later
 // take is denied.
 type held struct {
 	// p is where the tokens were taken from (the key's bucket, or the
@@ -87,16 +75,38 @@ type held struct {
 	on place
 }
 
-func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
+// engineOf is the Engine of a take that checkTakes accepted.
+func engineOf(tk *Take) *Engine {
+	e, _ := tk.Limiter.(*Engine)
+	return e
+}
+
+// checkTakes refuses the calls of TakeAll that are programming errors.
+func checkTakes(takes []Take, out []Decision) error {
 	if len(out) < len(takes) {
-		panic(fmt.Sprintf("engine: AllowAll needs %d decisions in out, has %d", len(takes), len(out)))
+		return fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+	}
+	for i := range takes {
+		switch e, ok := takes[i].Limiter.(*Engine); {
+		case takes[i].Limiter == nil || ok && e == nil:
+			return fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+		case !ok:
+			return fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine", ErrForeignTake, i, takes[i].Limiter)
+		}
+	}
+	return nil
+}
+
+func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
+	if err := checkTakes(takes, out); err != nil {
+		return -1, err
 	}
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
-		e := takes[i].Engine
+		e := engineOf(&takes[i])
 		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity {
 			fillDenied(t, explicit, takes, out, nil, i, false)
-			return i
+			return i, nil
 		}
 	}
 	var stack [heldOnStack]held
@@ -106,7 +116,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	}
 	for i := range takes {
 		tk := &takes[i]
-		e := tk.Engine
+		e := engineOf(tk)
 		cost, _ := fixedpoint.Quantize(tk.N)
 		d, h := e.hold(e.nanosFor(t, explicit), BoundedKey(tk.Key), cost)
 		out[i] = d
@@ -115,14 +125,14 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 				e.denied.add()
 			}
 			fillDenied(t, explicit, takes, out, hs, i, true)
-			return i
+			return i, nil
 		}
 		hs = append(hs, h)
 	}
 	for i := range takes {
-		takes[i].Engine.allowed.add()
+		engineOf(&takes[i]).allowed.add()
 	}
-	return -1
+	return -1, nil
 }
 
 // fillDenied completes a denial at index k: it gives back the takes in hs
@@ -131,7 +141,7 @@ func allowAll(t time.Time, explicit bool, takes []Take, out []Decision) int {
 // every other take as denied.
 func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []held, k int, kDone bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
-		e, h := takes[i].Engine, hs[i]
+		e, h := engineOf(&takes[i]), hs[i]
 		e.denied.add()
 		if h.p.b != nil {
 			out[i] = e.give(h)
@@ -143,7 +153,7 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 		if kDone && i == k {
 			continue
 		}
-		e := takes[i].Engine
+		e := engineOf(&takes[i])
 		e.denied.add()
 		cost, ok := fixedpoint.Quantize(takes[i].N)
 		if !ok || cost > e.current().layout.Capacity {
@@ -172,7 +182,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	var out outcome
 	var d Decision
 	for {
-		// AllowAll checked cost against the burst; a change of limit may
+		// TakeAll checked cost against the burst; a change of limit may
 		// have lowered it since, as for take.
 		if cost > g.layout.Capacity {
 			d, in := e.aboveBurst(g, h, key, ns, cost)

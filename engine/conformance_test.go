@@ -1,0 +1,16 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/engine/limitertest"
+)
+
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, limitertest.Harness{
+		Open: func(t *testing.T, limit engine.Limit, burst float64) engine.Limiter {
+			return newEngine(t, engine.Config{Limit: limit, Burst: burst})
+		},
+	})
+}

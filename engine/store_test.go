@@ -1,0 +1,100 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// A Pool shares one Limiter per ID among its Binds and closes it after the
+// last Release.
+func TestPoolSharesAndReleases(t *testing.T) {
+	p := engine.NewEnginePool(engine.Config{SweepInterval: -1})
+	defer p.Close()
+	spec := engine.Spec{ID: "api#1", Name: "api", Limit: 1, Burst: 5}
+	a, err := p.Bind(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Bind(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || p.Len() != 1 {
+		t.Fatalf("two Binds of one ID: %p and %p, %d bound; want one shared Limiter", a, b, p.Len())
+	}
+	other, err := p.Bind(engine.Spec{ID: "api#2", Name: "api", Limit: 1, Burst: 5})
+	if err != nil || other == a {
+		t.Fatalf("Bind of another ID = %p, %v; want a Limiter of its own", other, err)
+	}
+	p.Release(a)
+	if p.Len() != 2 {
+		t.Errorf("after one of two Releases: %d bound, want 2", p.Len())
+	}
+	p.Release(b)
+	p.Release(b) // one too many: ignored
+	if p.Len() != 1 {
+		t.Errorf("after the last Release of api#1: %d bound, want 1", p.Len())
+	}
+	c, _ := p.Bind(spec)
+	if c == a {
+		t.Errorf("a Bind after the last Release returned the closed Limiter")
+	}
+	if d, _ := c.Take(context.Background(), "k", 0); d.Remaining != 5 {
+		t.Errorf("a rebound ID's bucket holds %v, want a full 5", d.Remaining)
+	}
+}
+
+// A Retuner bound again with another limit is shared; the caller retunes it.
+// A limit it cannot take fails the Bind and changes nothing.
+func TestPoolRetunerKeepsItsBuckets(t *testing.T) {
+	p := engine.NewEnginePool(engine.Config{SweepInterval: -1})
+	defer p.Close()
+	a, _ := p.Bind(engine.Spec{ID: "r", Name: "r", Limit: 1, Burst: 5})
+	b, err := p.Bind(engine.Spec{ID: "r", Name: "r", Limit: 2, Burst: 8})
+	if err != nil || a != b {
+		t.Fatalf("Bind of a Retuner with a new limit = %p, %v; want the bound one (%p)", b, err, a)
+	}
+	if _, err := p.Bind(engine.Spec{ID: "r", Name: "r", Limit: 0, Burst: 8}); !errors.Is(err, engine.ErrInvalidConfig) {
+		t.Errorf("Bind with Limit 0 = %v, want ErrInvalidConfig", err)
+	}
+	if a.Limit() != 1 || a.Burst() != 5 || p.Len() != 1 {
+		t.Errorf("after Binds: limit %v burst %v, %d bound; want 1, 5, 1: Bind changes nothing", a.Limit(), a.Burst(), p.Len())
+	}
+}
+
+// A Limiter that cannot retune gets a Limiter of its own for a new limit,
+// beside the old one until that is released.
+func TestPoolNonRetunerSplitsByLimit(t *testing.T) {
+	opened := 0
+	p := engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+		opened++
+		e, err := engine.New(engine.Config{Limit: s.Limit, Burst: s.Burst, SweepInterval: -1})
+		return fixed{e}, err
+	})
+	defer p.Close()
+	a, _ := p.Bind(engine.Spec{ID: "x", Limit: 1, Burst: 5})
+	b, _ := p.Bind(engine.Spec{ID: "x", Limit: 2, Burst: 5})
+	c, _ := p.Bind(engine.Spec{ID: "x", Limit: 2, Burst: 5})
+	if a == b || b != c || opened != 2 || p.Len() != 2 {
+		t.Errorf("binds: a=%p b=%p c=%p opened %d bound %d; want b shared, a apart, 2 opened", a, b, c, opened, p.Len())
+	}
+	if _, err := p.Bind(engine.Spec{ID: "y", Name: "bad", Limit: 1, Burst: 0.5}); !errors.Is(err, engine.ErrInvalidConfig) {
+		t.Errorf("Bind with Burst 0.5 = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// fixed hides the Engine's Retuner and TakerAt methods.
+type fixed struct{ e *engine.Engine }
+
+func (f fixed) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
+	return f.e.Take(ctx, key, n)
+}
+func (f fixed) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
+	return f.e.TakeAll(ctx, takes, out)
+}
+func (f fixed) Limit() engine.Limit { return f.e.Limit() }
+func (f fixed) Burst() float64      { return f.e.Burst() }
+func (f fixed) Close() error        { return f.e.Close() }
