@@ -22,9 +22,12 @@ import (
 //   - Remaining, RetryAfter and ResetAfter are as Decision describes them.
 //
 // A denial is a Decision, never an error. An error means the limiter could
-// not decide: the Decision is to be ignored, and the caller applies its
-// failure policy. Errors wrap ErrUnavailable (nothing was taken: safe to
-// retry), ErrOutcomeUnknown (the store may have taken the tokens: a retry may
+// not decide, and the caller applies its own failure policy; the Decision
+// holds the limiter's failure answer, if it has one of its own, for callers
+// without a policy. An error that wraps ErrFallback is the exception: a
+// local fallback decided in the store's place, and the Decision stands.
+// Errors wrap ErrUnavailable (nothing was taken: safe to retry),
+// ErrOutcomeUnknown (the store may have taken the tokens: a retry may
 // charge twice), ErrNilLimiter, ErrShortOut or ErrForeignTake, so that
 // errors.Is classifies them whatever the store.
 type Limiter interface {
@@ -95,6 +98,10 @@ var (
 	// taken the tokens: a call that timed out or lost its connection after
 	// it was sent. A retry may take them twice.
 	ErrOutcomeUnknown = errors.New("store outcome unknown (tokens may have been taken)")
+	// ErrFallback is wrapped, beside the store's error, by the errors of a
+	// call that a local fallback decided while the store failed: its
+	// Decisions are the fallback's and stand.
+	ErrFallback = errors.New("decided by the local fallback")
 )
 
 var (
