@@ -54,12 +54,12 @@ func BenchmarkCost(b *testing.B) {
 		}
 	})
 	b.Run("part=step", func(b *testing.B) {
-		start, _ := l.Pack(0, 0, l.Capacity/2)
+		start, _ := l.Pack(0, 0, l.Capacity()/2)
 		w := start
 		var ns int64
 		for b.Loop() {
 			ns += 20
-			tick := ns >> l.TickShift
+			tick := ns >> l.TickShift()
 			if s := l.Take(w, 0, fixedpoint.Instant{Tick: tick, Ceil: tick}, 1000); s.Write() {
 				w = s.Next
 			} else {

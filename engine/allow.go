@@ -99,7 +99,7 @@ func (e *Engine) take(g *generation, ns int64, key string, n float64, detail boo
 		return d
 	}
 	for {
-		if cost > g.layout.Capacity {
+		if cost > g.layout.Capacity() {
 			d, in := e.aboveBurst(g, h, key, ns, cost)
 			if in == nil {
 				e.denied.add()
@@ -130,7 +130,7 @@ func (e *Engine) take(g *generation, ns int64, key string, n float64, detail boo
 // then returns that generation, in which the call is decided again.
 func (e *Engine) aboveBurst(g *generation, h uint64, key string, ns int64, cost uint64) (Decision, *generation) {
 	d, in := e.never(g, h, key, ns)
-	if in == g || cost > in.layout.Capacity {
+	if in == g || cost > in.layout.Capacity() {
 		return d, nil
 	}
 	return Decision{}, in
@@ -146,7 +146,7 @@ func (e *Engine) decision(g *generation, s fixedpoint.Step, ns int64, cost uint6
 		if !s.Allowed {
 			d.RetryAfter = g.wait(s.At, s.Tokens, cost, ns)
 		}
-		d.ResetAfter = g.wait(s.At, s.Tokens, g.layout.Capacity, ns)
+		d.ResetAfter = g.wait(s.At, s.Tokens, g.layout.Capacity(), ns)
 	}
 	return d
 }

@@ -53,7 +53,7 @@ func (e *Engine) create(g *generation, h uint64, key string, now fixedpoint.Inst
 // span past the epoch's base.
 func (g *generation) bornAt(now fixedpoint.Instant) int64 {
 	l := g.layout
-	return l.Nanos(now.Ceil - int64(1)<<(l.TickBits-2))
+	return l.Nanos(now.Ceil - int64(1)<<(l.TickBits()-2))
 }
 
 // reserve counts one more live bucket, evicting a full one (at ns, judged in
@@ -139,12 +139,12 @@ func (e *Engine) evictIfFull(g *generation, b *shard.Bucket, ns int64) (evicted 
 		if now.Tick < last {
 			return false, 0, l.Nanos(last)
 		}
-		if tokens == l.Capacity && ns >= g.fullAt {
+		if tokens == l.Capacity() && ns >= g.fullAt {
 			if b.CompareAndSwap(orig, fixedpoint.Tomb) {
 				return true, l.Nanos(at), 0
 			}
 			continue
 		}
-		return false, 0, max(g.fullAt, l.Nanos(at+int64(l.TicksUntil(at, tokens, l.Capacity))))
+		return false, 0, max(g.fullAt, l.Nanos(at+int64(l.TicksUntil(at, tokens, l.Capacity()))))
 	}
 }

@@ -70,7 +70,7 @@ func (g *generation) fresh(born, watermark int64) (fixedpoint.Epoch, fixedpoint.
 	l := g.layout
 	watermark = max(watermark, g.since)
 	if max(born, watermark) >= g.fullAt {
-		return l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity)
+		return l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity())
 	}
 	base := l.Base(g.blankEp)
 	if stamp := l.Resolve(g.blank, base); watermark <= l.Nanos(stamp) {
@@ -86,7 +86,7 @@ func (g *generation) blankAt(ns int64) (at int64, tokens uint64) {
 	l := g.layout
 	ns = max(ns, g.since)
 	if ns >= g.fullAt {
-		return l.At(ns).Tick, l.Capacity
+		return l.At(ns).Tick, l.Capacity()
 	}
 	_, at, tokens = l.Advance(g.blank, l.Base(g.blankEp), l.At(ns))
 	return at, tokens
@@ -101,7 +101,7 @@ func (e *Engine) blank(g *generation, h uint64, ns int64) (at int64, tokens uint
 
 // blankTokens is blank's count in tokens: Burst itself when full.
 func (e *Engine) blankTokens(g *generation, h uint64, ns int64) float64 {
-	if _, tokens := e.blank(g, h, ns); tokens != g.layout.Capacity {
+	if _, tokens := e.blank(g, h, ns); tokens != g.layout.Capacity() {
 		return fixedpoint.TokensOf(tokens)
 	}
 	return g.burst
@@ -123,19 +123,19 @@ func (g *generation) setBlank(prev *generation) {
 	l, pl := g.layout, prev.layout
 	var tokens uint64
 	if g.since >= prev.fullAt {
-		tokens = min(pl.Capacity, l.Capacity) // full in prev at the change
-		if tokens == l.Capacity {
+		tokens = min(pl.Capacity(), l.Capacity()) // full in prev at the change
+		if tokens == l.Capacity() {
 			return
 		}
 		g.blankEp, g.blank = l.PackNew(l.Boundary(l.At(g.since).Ceil), tokens)
 	} else {
 		g.blankEp, g.blank = lift(prev, g, prev.blank, prev.blankEp)
-		if tokens = l.Tokens(g.blank); tokens == l.Capacity {
+		if tokens = l.Tokens(g.blank); tokens == l.Capacity() {
 			return
 		}
 	}
 	at := l.Resolve(g.blank, l.Base(g.blankEp))
-	g.fullAt = l.Nanos(at + int64(l.TicksUntil(at, tokens, l.Capacity)))
+	g.fullAt = l.Nanos(at + int64(l.TicksUntil(at, tokens, l.Capacity())))
 }
 
 // maxLift bounds the changes lift walks through; the rewrites keep the chain
@@ -194,5 +194,5 @@ func (g *generation) view(b *shard.Bucket) (orig, w fixedpoint.Word, ep fixedpoi
 func lift(from, to *generation, w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Epoch, fixedpoint.Word) {
 	l, nl := from.layout, to.layout
 	_, at, tokens := l.Advance(w, l.Base(ep), l.At(to.since))
-	return nl.PackNew(nl.Boundary(nl.CeilTick(l.Nanos(at))), min(tokens, nl.Capacity))
+	return nl.PackNew(nl.Boundary(nl.CeilTick(l.Nanos(at))), min(tokens, nl.Capacity()))
 }

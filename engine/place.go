@@ -68,7 +68,7 @@ func (e *Engine) takeKey(g *generation, h uint64, key string, ns int64, cost uin
 		if st == shard.NeedsEpoch {
 			var stale bool
 			if s, p, st, stale = e.rewrite(g, h, key, p, now, cost); stale {
-				if g = e.current(); cost > g.layout.Capacity {
+				if g = e.current(); cost > g.layout.Capacity() {
 					return g, fixedpoint.Step{}, p, oversized, Decision{}
 				}
 				continue

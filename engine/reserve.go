@@ -119,7 +119,7 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 	for {
 		g := e.current()
 		l := g.layout
-		if cost > l.Capacity {
+		if cost > l.Capacity() {
 			return neverAfter(ns), held{}, unpayable
 		}
 		orig, w, ep, live, fresh := g.view(p.b)
@@ -241,7 +241,7 @@ func unrefill(l *fixedpoint.Layout, at int64, tokens uint64, from int64) (int64,
 	if at <= from {
 		return at, tokens
 	}
-	k := min(uint64(at-from), l.FillTicks)
+	k := min(uint64(at-from), l.FillTicks())
 	if l.Credit(at-int64(k), k) > tokens {
 		// The largest k whose refill tokens covers: the credit of the k
 		// ticks ending at at grows with k.
@@ -257,7 +257,7 @@ func unrefill(l *fixedpoint.Layout, at int64, tokens uint64, from int64) (int64,
 		k = lo
 	}
 	credit := l.Credit(at-int64(k), k)
-	if tokens-credit >= l.Capacity {
+	if tokens-credit >= l.Capacity() {
 		return at, tokens
 	}
 	if s := at - int64(k); s > from {

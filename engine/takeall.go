@@ -104,7 +104,7 @@ func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, err
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
 		e := engineOf(&takes[i])
-		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity {
+		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity() {
 			fillDenied(t, explicit, takes, out, nil, i, false)
 			return i, nil
 		}
@@ -156,7 +156,7 @@ func fillDenied(t time.Time, explicit bool, takes []Take, out []Decision, hs []h
 		e := engineOf(&takes[i])
 		e.denied.add()
 		cost, ok := fixedpoint.Quantize(takes[i].N)
-		if !ok || cost > e.current().layout.Capacity {
+		if !ok || cost > e.current().layout.Capacity() {
 			cost = fixedpoint.Never
 		}
 		out[i] = e.peek(e.nanosFor(t, explicit), BoundedKey(takes[i].Key), cost)
@@ -184,7 +184,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	for {
 		// TakeAll checked cost against the burst; a change of limit may
 		// have lowered it since, as for take.
-		if cost > g.layout.Capacity {
+		if cost > g.layout.Capacity() {
 			d, in := e.aboveBurst(g, h, key, ns, cost)
 			if in == nil {
 				return d, held{key: key, ns: ns, cost: fixedpoint.Never}
@@ -207,7 +207,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 	d = Decision{
 		Allowed:    true,
 		Remaining:  fixedpoint.TokensOf(s.Tokens),
-		ResetAfter: g.wait(s.At, s.Tokens, l.Capacity, ns),
+		ResetAfter: g.wait(s.At, s.Tokens, l.Capacity(), ns),
 	}
 	if cost == 0 {
 		return d, held{key: key, ns: ns}
@@ -224,7 +224,7 @@ func (e *Engine) hold(ns int64, key string, cost uint64) (Decision, held) {
 // returns the whole capacity: nothing is given back.
 func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint64 {
 	l := g.layout
-	credit := l.Credit(took, min(uint64(at-took), l.FillTicks))
+	credit := l.Credit(took, min(uint64(at-took), l.FillTicks()))
 	switch from {
 	case g:
 		return credit
@@ -232,11 +232,11 @@ func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint6
 		fl := from.layout
 		ft, fat := fl.CeilTick(takeNs), fl.CeilTick(l.Nanos(at))
 		if fat > ft {
-			credit = max(credit, fl.Credit(ft, min(uint64(fat-ft), fl.FillTicks)))
+			credit = max(credit, fl.Credit(ft, min(uint64(fat-ft), fl.FillTicks())))
 		}
 		return credit
 	}
-	return max(l.Capacity, from.layout.Capacity)
+	return max(l.Capacity(), from.layout.Capacity())
 }
 
 // give returns the cost quanta of h to its bucket, at the instant of the take,
@@ -290,15 +290,15 @@ func (e *Engine) giveBack(h held, from int64) Decision {
 		base := l.Base(ep)
 		_, at, tokens := l.Advance(w, base, now)
 		took := l.CeilTick(h.atNs) // the take's tick, in g's units
-		back := min(h.cost, l.Capacity)
+		back := min(h.cost, l.Capacity())
 		if at > took {
 			back -= min(back, g.refillSince(h.g, h.atNs, took, at))
 		}
-		if back == 0 || tokens == l.Capacity {
+		if back == 0 || tokens == l.Capacity() {
 			return g.after(at, tokens, h.cost, h.ns)
 		}
-		tokens = min(tokens+back, l.Capacity)
-		if tokens == l.Capacity && at > took {
+		tokens = min(tokens+back, l.Capacity())
+		if tokens == l.Capacity() && at > took {
 			// Filled by refill credited since the take: stored at the next
 			// quantum boundary, as every full bucket is, so that the grid's
 			// fraction is not credited again. (At the take's tick itself the
@@ -337,7 +337,7 @@ func (e *Engine) peek(ns int64, key string, cost uint64) Decision {
 	if ok {
 		return g.after(at, tokens, cost, ns)
 	}
-	if cost <= g.layout.Capacity && e.tableFull(ns) {
+	if cost <= g.layout.Capacity() && e.tableFull(ns) {
 		if e.onFull == FullDeny {
 			return Decision{RetryAfter: e.capacityWait(ns)}
 		}
@@ -356,9 +356,9 @@ func (g *generation) after(at int64, tokens, cost uint64, ns int64) Decision {
 	l := g.layout
 	d := Decision{
 		Remaining:  fixedpoint.TokensOf(tokens),
-		ResetAfter: g.wait(at, tokens, l.Capacity, ns),
+		ResetAfter: g.wait(at, tokens, l.Capacity(), ns),
 	}
-	if cost > l.Capacity {
+	if cost > l.Capacity() {
 		d.RetryAfter = InfDuration
 	} else {
 		d.RetryAfter = g.wait(at, tokens, cost, ns)

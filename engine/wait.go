@@ -71,7 +71,7 @@ func (e *Engine) waitN(ctx context.Context, key string, n float64, c waitClock) 
 	if !ok {
 		return fmt.Errorf("engine: WaitN: n = %v, want a number of tokens ≥ 0", n)
 	}
-	if g := e.current(); cost > g.layout.Capacity {
+	if g := e.current(); cost > g.layout.Capacity() {
 		return exceedsBurst(n, g)
 	}
 	if err := ctx.Err(); err != nil {

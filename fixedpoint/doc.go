@@ -15,8 +15,8 @@
 //
 // Tokens are counted in quanta of 1/1000 token (QuantaPerToken), so a burst or
 // cost written with three decimals is exact. W is the fewest bits that hold
-// Capacity+1 quanta: 10 bits for a burst of 1, 30 for 1e6, 40 for 1e9 (the
-// largest burst, MaxTokenBits). A token field of all ones is never a count; the
+// Capacity+1 quanta: 10 bits for a burst of 1, 30 for 1e6, 40, the widest,
+// for 1e9, the largest burst. A token field of all ones is never a count; the
 // all-ones word, Tomb, marks an evicted bucket.
 //
 // The tick field keeps the bucket's last update, in ticks of 2^TickShift
@@ -53,16 +53,16 @@
 //
 // A rate of r tokens per second refills r*1000*2^TickShift/1e9 quanta per
 // tick. For the float64 r = M*2^E that is M*2^(E+TickShift-6) / 5^6: a
-// fraction whose denominator is 5^6 times a power of two, which the Layout
-// keeps exactly (RateNum / (5^6*2^RateShift)). Only a rate with more
-// significant bits than a denominator of 2^72 can carry is rounded down, by
-// less than one part in 2^50.
+// fraction whose denominator is 5^6 times a power of two, N / (5^6*2^k),
+// which the Layout keeps exactly. Only a rate with more significant bits than
+// a denominator of 2^73 can carry is rounded down, by less than one part in
+// 2^50.
 //
-// Refill is read off one grid, G(t) = floor(t*RateNum / (5^6*2^RateShift))
-// quanta at tick t, counted from the epoch. A bucket updated at tick a holds
-// at tick b its count plus G(b)-G(a), capped at Capacity. The grid is fixed,
-// so the credits of consecutive updates telescope: no fractional quantum is
-// ever dropped between updates, and for an exact rate the grid is exactly
+// Refill is read off one grid, G(t) = floor(t*N / (5^6*2^k)) quanta at tick
+// t, counted from the epoch. A bucket updated at tick a holds at tick b its
+// count plus G(b)-G(a), capped at Capacity. The grid is fixed, so the credits
+// of consecutive updates telescope: no fractional quantum is ever dropped
+// between updates, and for an exact rate the grid is exactly
 // floor(t*rate): a bucket of rate 1/s drained at 0 s has one token again at
 // exactly 1 s, 2 s, 3 s, however often it was polled in between.
 //

@@ -39,15 +39,15 @@ func TestLayoutTable(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("burst=%v", tt.burst), func(t *testing.T) {
 			l := mustLayout(t, tt.burst, 1e6)
-			if l.TokenBits != tt.tokenBits || l.TickBits != tt.tickBits || time.Duration(l.TickNanos()) != tt.tick {
-				t.Errorf("W=%d T=%d tick=%v, want W=%d T=%d tick=%v", l.TokenBits, l.TickBits, time.Duration(l.TickNanos()),
+			if l.tokenBits != tt.tokenBits || l.tickBits != tt.tickBits || time.Duration(l.TickNanos()) != tt.tick {
+				t.Errorf("W=%d T=%d tick=%v, want W=%d T=%d tick=%v", l.tokenBits, l.tickBits, time.Duration(l.TickNanos()),
 					tt.tokenBits, tt.tickBits, tt.tick)
 			}
 			h := float64(l.HorizonNanos()) / 1e9
 			if math.Abs(h-tt.horizonSeconds)/tt.horizonSeconds > 0.005 {
 				t.Errorf("horizon %.4g s, want %.4g s", h, tt.horizonSeconds)
 			}
-			if l.HorizonNanos() < 1<<MinHorizonShift {
+			if l.HorizonNanos() < 1<<minHorizonShift {
 				t.Errorf("horizon %d ns below the minimum", l.HorizonNanos())
 			}
 		})
@@ -57,8 +57,8 @@ func TestLayoutTable(t *testing.T) {
 // exactRate returns the layout's refill per tick as an exact rational, and
 // the configured rate's.
 func exactRate(l *Layout, rate float64) (engine, configured *big.Rat) {
-	den := new(big.Int).Lsh(big.NewInt(five6), l.RateShift)
-	engine = new(big.Rat).SetFrac(new(big.Int).SetUint64(l.RateNum), den)
+	den := new(big.Int).Lsh(big.NewInt(five6), l.rateShift)
+	engine = new(big.Rat).SetFrac(new(big.Int).SetUint64(l.rateNum), den)
 	configured = new(big.Rat).SetFloat64(rate)
 	configured.Mul(configured, big.NewRat(QuantaPerToken*l.TickNanos(), 1e9))
 	return engine, configured
@@ -77,10 +77,6 @@ func TestRateIsExactOrRoundedDown(t *testing.T) {
 			switch c := got.Cmp(want); {
 			case c > 0:
 				t.Errorf("burst=%v rate=%v: layout rate %v above configured %v", burst, r, got, want)
-			case c < 0 && l.Exact:
-				t.Errorf("burst=%v rate=%v: rounded but marked exact", burst, r)
-			case c == 0 && !l.Exact:
-				t.Errorf("burst=%v rate=%v: exact but marked rounded", burst, r)
 			case c < 0:
 				// The shortfall must be below one part in 2^50.
 				diff := new(big.Rat).Sub(want, got)
@@ -92,13 +88,13 @@ func TestRateIsExactOrRoundedDown(t *testing.T) {
 		}
 	}
 	for _, r := range []float64{1, 10, 0.5, 1e9, 1000, 64} {
-		if l := mustLayout(t, 10, r); !l.Exact {
+		if got, want := exactRate(mustLayout(t, 10, r), r); got.Cmp(want) != 0 {
 			t.Errorf("rate %v should be represented exactly", r)
 		}
 	}
 	// The slowest rates, with the bursts they allow, are exact too.
 	for _, r := range []float64{1 / year, 12 / year, 5 / (31 * 86400.0), 1 / (7 * 86400.0)} {
-		if l := mustLayout(t, 1, r); !l.Exact {
+		if got, want := exactRate(mustLayout(t, 1, r), r); got.Cmp(want) != 0 {
 			t.Errorf("rate %v with burst 1 should be represented exactly", r)
 		}
 	}
@@ -148,8 +144,8 @@ func TestCreditMatchesGrid(t *testing.T) {
 		case 1: // every magnitude, where the fast path starts and stops fitting
 			from = rng.Int64N(1 << rng.IntN(62))
 		}
-		elapsed := rng.Uint64N(l.FillTicks + 1)
-		if _, fits := mul64(uint64(from)+elapsed, l.RateNum).shrFits(l.RateShift); from >= 0 && fits {
+		elapsed := rng.Uint64N(l.fillTicks + 1)
+		if _, fits := mul64(uint64(from)+elapsed, l.rateNum).shrFits(l.rateShift); from >= 0 && fits {
 			fast++
 		} else {
 			general++
@@ -170,7 +166,7 @@ func TestCreditTelescopes(t *testing.T) {
 	for range 5000 {
 		l, _, _ := randomLayout(rng)
 		from := rng.Int64N(1<<60) - 1<<59
-		total := rng.Uint64N(l.FillTicks + 1)
+		total := rng.Uint64N(l.fillTicks + 1)
 		split := rng.Uint64N(total + 1)
 		a, b := l.Credit(from, split), l.Credit(from+int64(split), total-split)
 		if a+b != l.Credit(from, total) {
@@ -184,11 +180,11 @@ func TestTicksUntilIsTheFirstAdmittingTick(t *testing.T) {
 	for range 5000 {
 		l, _, _ := randomLayout(rng)
 		at := rng.Int64N(1<<61) - 1<<60
-		need := 1 + rng.Uint64N(l.Capacity)
+		need := 1 + rng.Uint64N(l.capacity)
 		have := rng.Uint64N(need)
 		k := l.TicksUntil(at, have, need)
-		if k > l.FillTicks {
-			t.Fatalf("TicksUntil = %d beyond FillTicks %d", k, l.FillTicks)
+		if k > l.fillTicks {
+			t.Fatalf("TicksUntil = %d beyond FillTicks %d", k, l.fillTicks)
 		}
 		if have+l.Credit(at, k) < need {
 			t.Fatalf("after %d ticks only %d of %d quanta", k, have+l.Credit(at, k), need)
@@ -240,15 +236,15 @@ func TestNewLayoutRejects(t *testing.T) {
 // A bucket stored full stays at its stored tick for any time not later:
 // Boundary is not idempotent (the tick where the grid steps is rarely on a
 // whole quantum), so taking it again would move the bucket a quantum later on
-// every call made before that tick. Found by FuzzSkew.
+// every call made before that tick.
 func TestStoredFullTickIsKept(t *testing.T) {
 	l := mustLayout(t, 178, 108) // 0.000108 quanta per ns: steps at 9260, 18519, ...
 	if b := l.Boundary(1); b != 9260 || l.Boundary(b) != 18519 {
 		t.Fatalf("Boundary(1) = %d, Boundary of that = %d; want 9260, 18519", b, l.Boundary(b))
 	}
-	w, _ := l.Pack(0, l.FullTick(1, 0), l.Capacity)
+	w, _ := l.Pack(0, l.FullTick(1, 0), l.capacity)
 	for _, now := range []Instant{{0, 0}, {1, 1}, {9259, 9259}} {
-		if _, at, tokens := l.Advance(w, 0, now); at != 9260 || tokens != l.Capacity {
+		if _, at, tokens := l.Advance(w, 0, now); at != 9260 || tokens != l.capacity {
 			t.Errorf("Advance(full at 9260, now %v) = at %d, %d quanta; want 9260, full", now, at, tokens)
 		}
 	}
@@ -274,7 +270,7 @@ func TestStoredFullTickIsKept(t *testing.T) {
 		if b > x && grid(l, b).Cmp(grid(l, b-1)) <= 0 {
 			t.Fatalf("Boundary(%d) = %d is not where the grid steps", x, b)
 		}
-		w, _ := l.Pack(b, b, l.Capacity)
+		w, _ := l.Pack(b, b, l.capacity)
 		if _, at, _ := l.Advance(w, b, Instant{b - 1, b - 1}); at != b {
 			t.Fatalf("Advance moved a bucket stored full at %d to %d for a time before it", b, at)
 		}

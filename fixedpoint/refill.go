@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// The refill is read off one grid, G(t) = floor(t * RateNum / den) quanta at
+// The refill is read off one grid, G(t) = floor(t * rateNum / den) quanta at
 // tick t, counted from the epoch. A bucket updated at tick a holds at tick b
 // its count plus G(b) - G(a), capped at Capacity. Because the grid is fixed
 // and every update stores its tick, the credits of consecutive updates
@@ -13,40 +13,40 @@ import (
 // often a bucket is touched. Computing G(b) - G(a) needs only a's position
 // between two quanta of the grid, its phase.
 
-// smallShift is the largest RateShift whose denominator 5^6*2^RateShift is
+// smallShift is the largest rateShift whose denominator 5^6*2^rateShift is
 // below 2^64, so that phases fit a uint64 (5^6 < 2^14). Every rate whose
 // float64 ends at most 56 binary places after the point qualifies, integer
 // rates among them; Credit takes a shorter path for those.
 const smallShift = 50
 
-// phase returns (tick * RateNum) mod den, the grid's progress past its last
+// phase returns (tick * rateNum) mod den, the grid's progress past its last
 // whole quantum at tick, in units of 1/den quanta.
 func (l *Layout) phase(tick int64) u128 {
-	if l.RateShift <= smallShift {
+	if l.rateShift <= smallShift {
 		return u128{0, l.phase64(tick)}
 	}
 	a := uint64(tick)
 	if tick < 0 {
 		a = uint64(-tick)
 	}
-	x := mul64(a, l.RateNum)
+	x := mul64(a, l.rateNum)
 	// x mod (5^6 * 2^k) = ((x >> k) mod 5^6) * 2^k + (x mod 2^k)
-	p := u128{0, x.shr(l.RateShift).mod5p6()}.shl(l.RateShift).add(x.low(l.RateShift))
+	p := u128{0, x.shr(l.rateShift).mod5p6()}.shl(l.rateShift).add(x.low(l.rateShift))
 	if tick < 0 && !p.isZero() {
 		p = l.den.sub(p)
 	}
 	return p
 }
 
-// phase64 is phase for RateShift <= smallShift. Go defines shifts by 64 as
-// 0, so the expressions hold for RateShift 0 without a branch.
+// phase64 is phase for rateShift <= smallShift. Go defines shifts by 64 as
+// 0, so the expressions hold for rateShift 0 without a branch.
 func (l *Layout) phase64(tick int64) uint64 {
 	a := uint64(tick)
 	if tick < 0 {
 		a = uint64(-tick)
 	}
-	k := l.RateShift
-	hi, lo := bits.Mul64(a, l.RateNum)
+	k := l.rateShift
+	hi, lo := bits.Mul64(a, l.rateNum)
 	shifted := u128{hi >> k, lo>>k | hi<<(64-k)}
 	p := shifted.mod5p6()<<k | lo&(1<<k-1)
 	if tick < 0 && p != 0 {
@@ -59,7 +59,7 @@ func (l *Layout) phase64(tick int64) uint64 {
 // tick from and tick from+elapsed, for elapsed <= FillTicks.
 //
 // For a non-negative from whose grid values fit 64 bits once shifted by
-// RateShift (any tick of the first 2^64/RateNum*2^RateShift: decades at the
+// rateShift (any tick of the first 2^64/rateNum*2^rateShift: decades at the
 // highest rates) it computes both grid values and subtracts them, since
 // floor(floor(x/2^k)/5^6) = floor(x/(5^6*2^k)). The two are independent, so
 // the CPU runs them side by side; the general path below feeds the phase's
@@ -67,34 +67,34 @@ func (l *Layout) phase64(tick int64) uint64 {
 func (l *Layout) Credit(from int64, elapsed uint64) uint64 {
 	if from >= 0 {
 		// from+elapsed fits: from <= 2^62 and elapsed <= FillTicks < 2^61.
-		k := l.RateShift
-		if to, ok := mul64(uint64(from)+elapsed, l.RateNum).shrFits(k); ok {
+		k := l.rateShift
+		if to, ok := mul64(uint64(from)+elapsed, l.rateNum).shrFits(k); ok {
 			// G(from)'s shifted product is no larger, so it fits too.
-			at, _ := mul64(uint64(from), l.RateNum).shrFits(k)
+			at, _ := mul64(uint64(from), l.rateNum).shrFits(k)
 			return to/five6 - at/five6
 		}
 	}
-	if k := l.RateShift; k <= smallShift {
-		hi, lo := bits.Mul64(elapsed, l.RateNum)
+	if k := l.rateShift; k <= smallShift {
+		hi, lo := bits.Mul64(elapsed, l.rateNum)
 		var c uint64
 		lo, c = bits.Add64(lo, l.phase64(from), 0)
 		hi += c
 		// The quotient fits 64 bits (below 5^6 * 2^41), so hi >> k is 0.
 		return (lo>>k | hi<<(64-k)) / five6
 	}
-	z := l.phase(from).add(mul64(elapsed, l.RateNum))
-	// z < den * (Capacity+2), so z >> RateShift < 5^6 * 2^41 fits 64 bits.
-	return z.shr(l.RateShift).lo / five6
+	z := l.phase(from).add(mul64(elapsed, l.rateNum))
+	// z < den * (Capacity+2), so z >> rateShift < 5^6 * 2^41 fits 64 bits.
+	return z.shr(l.rateShift).lo / five6
 }
 
-// ticksFor returns ceil((missing*den - p) / RateNum): the fewest ticks after a
+// ticksFor returns ceil((missing*den - p) / rateNum): the fewest ticks after a
 // tick of phase p that refill missing quanta.
 func (l *Layout) ticksFor(missing uint64, p u128) uint64 {
-	n := mul64(missing, five6).shl(l.RateShift).sub(p)
-	if n.hi >= l.RateNum {
+	n := mul64(missing, five6).shl(l.rateShift).sub(p)
+	if n.hi >= l.rateNum {
 		return math.MaxUint64 // more than 2^64 ticks: never within the clamped range
 	}
-	q, r := bits.Div64(n.hi, n.lo, l.RateNum)
+	q, r := bits.Div64(n.hi, n.lo, l.rateNum)
 	if r != 0 {
 		q++
 	}
@@ -162,16 +162,16 @@ func (l *Layout) Advance(w Word, base int64, now Instant) (last, at int64, token
 	last = l.Resolve(w, base)
 	tokens = l.Tokens(w)
 	at = max(last, now.Tick)
-	if at > last && tokens < l.Capacity {
+	if at > last && tokens < l.capacity {
 		// at and last both lie within ±2^62, so the difference fits.
-		elapsed := min(uint64(at-last), l.FillTicks)
-		tokens = min(tokens+l.Credit(last, elapsed), l.Capacity)
+		elapsed := min(uint64(at-last), l.fillTicks)
+		tokens = min(tokens+l.Credit(last, elapsed), l.capacity)
 	}
-	if tokens == l.Capacity {
+	if tokens == l.capacity {
 		// A word is stored full only at a tick FullTick returned; if it
 		// was not full, now.Ceil >= now.Tick = at > last.
 		at = l.FullTick(now.Ceil, last)
-	} else if now.Ceil > at && l.Capacity-tokens <= l.Credit(at, uint64(now.Ceil-at)) {
+	} else if now.Ceil > at && l.capacity-tokens <= l.Credit(at, uint64(now.Ceil-at)) {
 		// The call lies inside tick at, and the bucket fills before that
 		// tick ends: at the call's real time it may be full already, and a
 		// refill counted from at would credit again what the cap discarded.

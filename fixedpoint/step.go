@@ -2,8 +2,9 @@ package fixedpoint
 
 // Step is the outcome of taking cost quanta from a bucket at a tick.
 //
-// It has four fields so that the compiler keeps it in registers: a fifth
-// (a Write flag) made every take build it in memory and copy it twice.
+// It has four fields so that the compiler keeps it in registers: with a
+// fifth, every take would build it in memory and copy it twice. Write and
+// NeedsEpoch are therefore computed from the fields rather than stored.
 type Step struct {
 	// Next is the word to publish, or Tomb when nothing is to be written (a
 	// denial, a peek) or when the new state does not fit the bucket's epoch

@@ -26,16 +26,16 @@ func BenchmarkTake(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			w, _ := l.Pack(0, 0, l.Capacity/2)
+			w, _ := l.Pack(0, 0, l.capacity/2)
 			var ns int64
 			for b.Loop() {
 				ns += c.step
-				tick := ns >> l.TickShift
+				tick := ns >> l.tickShift
 				if s := l.Take(w, 0, Instant{Tick: tick, Ceil: tick}, 1); s.Write() {
 					w = s.Next
 				} else {
 					ns = 0 // past the epoch's span, or drained: start over
-					w, _ = l.Pack(0, 0, l.Capacity/2)
+					w, _ = l.Pack(0, 0, l.capacity/2)
 				}
 			}
 			sinkWord = w

@@ -17,7 +17,7 @@ type Word uint64
 // ever hold it.
 const Tomb = ^Word(0)
 
-// Epoch numbers the spans of 2^EpochShift ticks (half a tick field's span)
+// Epoch numbers the spans of 2^(TickBits-1) ticks (half a tick field's span)
 // from tick 0; epoch e starts at tick Base(e). In the clamped time range it
 // fits an int32: ticks of at least 2^(36-T) ns give at most 2^27 epochs each
 // side of the epoch.
@@ -26,21 +26,21 @@ type Epoch int32
 // EpochOf returns the epoch a new word stamped at tick should take: the one
 // whose first half holds tick, so that the bucket has at least half a span of
 // later ticks before it must be replaced.
-func (l *Layout) EpochOf(tick int64) Epoch { return Epoch(tick >> l.EpochShift) }
+func (l *Layout) EpochOf(tick int64) Epoch { return Epoch(tick >> l.epochShift) }
 
 // Base returns the first tick of epoch e.
-func (l *Layout) Base(e Epoch) int64 { return int64(e) << l.EpochShift }
+func (l *Layout) Base(e Epoch) int64 { return int64(e) << l.epochShift }
 
 // Pack builds the word of a bucket of epoch base holding tokens quanta, last
 // updated at tick. It reports false, and returns Tomb, when tick lies outside
 // [base, base+2^TickBits): the bucket needs a later epoch. tokens must not
-// exceed l.Capacity.
+// exceed l.capacity.
 func (l *Layout) Pack(base, tick int64, tokens uint64) (Word, bool) {
 	off := uint64(tick - base)
 	if tick < base || off > l.tickMask {
 		return Tomb, false
 	}
-	return Word(off)<<l.TokenBits | Word(tokens), true
+	return Word(off)<<l.tokenBits | Word(tokens), true
 }
 
 // PackNew returns the epoch and the word of a new bucket holding tokens
@@ -55,9 +55,6 @@ func (l *Layout) PackNew(tick int64, tokens uint64) (Epoch, Word) {
 // Tokens returns the token field of w, in quanta.
 func (l *Layout) Tokens(w Word) uint64 { return uint64(w) & l.tokenMask }
 
-// TickField returns the raw tick field of w: its tick minus its base.
-func (l *Layout) TickField(w Word) uint64 { return uint64(w) >> l.TokenBits }
-
 // Resolve returns the absolute tick of w's last update, given base, the first
-// tick of its bucket's epoch.
-func (l *Layout) Resolve(w Word, base int64) int64 { return base + int64(l.TickField(w)) }
+// tick of its bucket's epoch: base plus w's tick field.
+func (l *Layout) Resolve(w Word, base int64) int64 { return base + int64(uint64(w)>>l.tokenBits) }

@@ -26,10 +26,10 @@ func FuzzPack(f *testing.F) {
 		if err != nil {
 			t.Fatalf("NewLayout(%d, %v): %v", capacity, rate, err)
 		}
-		stamp := min(max(at, -(1<<62)), 1<<62) >> l.TickShift // a stamp in the clamped range
+		stamp := min(max(at, -(1<<62)), 1<<62) >> l.TickShift() // a stamp in the clamped range
 		ep := l.EpochOf(stamp)
 		base := l.Base(ep)
-		span := int64(1) << l.TickBits
+		span := int64(1) << l.TickBits()
 		if off := stamp - base; off < 0 || off >= span/2 {
 			t.Fatalf("EpochOf(%d) = %d: the stamp is %d ticks into a span of %d, want the first half", stamp, ep, off, span)
 		}
@@ -41,7 +41,7 @@ func FuzzPack(f *testing.F) {
 			t.Fatalf("Pack(%d) in the span of epoch %d: %#x, %v", in, ep, w, ok)
 		}
 		if got := l.Resolve(w, base); got != in {
-			t.Fatalf("Resolve(Pack(%d)) = %d (base %d, T=%d)", in, got, base, l.TickBits)
+			t.Fatalf("Resolve(Pack(%d)) = %d (base %d, T=%d)", in, got, base, l.TickBits())
 		}
 		if got := l.Tokens(w); got != tokens {
 			t.Fatalf("Tokens = %d, want %d", got, tokens)
@@ -58,7 +58,7 @@ func FuzzPack(f *testing.F) {
 			}
 		}
 		// Refill: telescoping, monotone, and full after FillTicks.
-		elapsed %= l.FillTicks + 1
+		elapsed %= l.FillTicks() + 1
 		split := elapsed / 3
 		a := l.Credit(in, split)
 		b := l.Credit(in+int64(split), elapsed-split)
@@ -68,11 +68,11 @@ func FuzzPack(f *testing.F) {
 		if elapsed > 0 && l.Credit(in, elapsed-1) > l.Credit(in, elapsed) {
 			t.Fatal("Credit decreased with more time")
 		}
-		if l.Credit(in, l.FillTicks) < capacity {
-			t.Fatalf("FillTicks %d refill only %d of %d quanta", l.FillTicks, l.Credit(in, l.FillTicks), capacity)
+		if l.Credit(in, l.FillTicks()) < capacity {
+			t.Fatalf("FillTicks %d refill only %d of %d quanta", l.FillTicks(), l.Credit(in, l.FillTicks()), capacity)
 		}
 		// However long after the span: a fill time is full.
-		later := in + int64(l.FillTicks) + int64(uint64(into)%uint64(span))
+		later := in + int64(l.FillTicks()) + int64(uint64(into)%uint64(span))
 		if _, _, got := l.Advance(w, base, fixedpoint.Instant{Tick: later, Ceil: later}); got != capacity {
 			t.Fatalf("Advance to %d (a fill time or more) gives %d, want full %d", later, got, capacity)
 		}

@@ -48,11 +48,11 @@ func (b *Bucket) CompareAndSwap(old, new fixedpoint.Word) bool {
 	return b.word.CompareAndSwap(uint64(old), uint64(new))
 }
 
-// Base returns the first tick of the bucket's epoch, against which its word
+// base returns the first tick of the bucket's epoch, against which its word
 // resolves.
-func (b *Bucket) Base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
+func (b *Bucket) base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
 
-// Take takes cost quanta (cost <= l.Capacity) from the bucket at now.
+// Take takes cost quanta (cost <= l.Capacity()) from the bucket at now.
 //
 // Lock-free: each attempt loads the word, computes the successor with the
 // pure fixedpoint.Layout.Take against the bucket's own base, and publishes it
@@ -66,7 +66,7 @@ func (b *Bucket) Base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
 // can then credit an interval twice when callers' clocks are read out of
 // order).
 func (b *Bucket) Take(l *fixedpoint.Layout, now fixedpoint.Instant, cost uint64) (fixedpoint.Step, Status) {
-	base := b.Base(l)
+	base := b.base(l)
 	for {
 		w := b.Load()
 		if w == fixedpoint.Tomb {
@@ -85,20 +85,9 @@ func (b *Bucket) Take(l *fixedpoint.Layout, now fixedpoint.Instant, cost uint64)
 	}
 }
 
-// Peek returns the bucket's state at now without changing it; live is
-// false if the bucket is gone.
-func (b *Bucket) Peek(l *fixedpoint.Layout, now fixedpoint.Instant) (at int64, tokens uint64, live bool) {
-	w := b.Load()
-	if w == fixedpoint.Tomb {
-		return 0, 0, false
-	}
-	_, at, tokens = l.Advance(w, b.Base(l), now)
-	return at, tokens, true
-}
-
 // NewBucket returns a bucket of generation gen and epoch e holding w that
 // belongs to no table and has no key, such as an engine's overflow bucket.
-// Take, Peek and CompareAndSwap work on it as on any other; a Tomb in it is
+// Take and CompareAndSwap work on it as on any other; a Tomb in it is
 // as final.
 func NewBucket(gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
 	return newBucket("", gen, e, uint64(w))

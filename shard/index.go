@@ -79,7 +79,7 @@ func (ix *index) find(h uint64, key string) *Bucket {
 		tags := grp.tags.Load()
 		for m := matches(tags, want); m != 0; m &= m - 1 {
 			j := bits.TrailingZeros64(m) >> 3
-			if b := grp.slots[j].Load(); b != nil && b.HasKey(key) {
+			if b := grp.slots[j].Load(); b != nil && b.hasKey(key) {
 				return b
 			}
 		}

@@ -65,10 +65,10 @@ func (b *Bucket) Epoch() fixedpoint.Epoch {
 // word is packed in. It is written once, with the epoch.
 func (b *Bucket) Gen() uint16 { return *(*uint16)(unsafe.Add(unsafe.Pointer(b), genOffset)) }
 
-// Key returns the bucket's key. The bytes are written once, before the bucket
+// key returns the bucket's key. The bytes are written once, before the bucket
 // is published in an index, and never again, so reading them needs no
 // synchronisation beyond the atomic load that found the bucket.
-func (b *Bucket) Key() string {
+func (b *Bucket) key() string {
 	p := unsafe.Pointer(b)
 	n := uintptr(*(*uint16)(unsafe.Add(p, lenOffset)))
 	off := uintptr(shortOffset)
@@ -84,15 +84,15 @@ func (b *Bucket) Key() string {
 	return unsafe.String((*byte)(unsafe.Add(p, off)), n)
 }
 
-// HasKey reports whether the bucket's key is key. Lookups call it for every
+// hasKey reports whether the bucket's key is key. Lookups call it for every
 // tag match, so keys of 8 to 16 bytes, the usual ids and API keys, are
 // compared as two overlapping 8-byte words read in place rather than through
 // a call to the runtime's memequal; other lengths take the plain comparison.
-func (b *Bucket) HasKey(key string) bool {
+func (b *Bucket) hasKey(key string) bool {
 	p := unsafe.Pointer(b)
 	n := uintptr(*(*uint16)(unsafe.Add(p, lenOffset)))
 	if n != uintptr(len(key)) || n < 8 || n > 16 {
-		return b.Key() == key
+		return b.key() == key
 	}
 	// n <= 16 is below longMark, so the bytes start at shortOffset, 8-byte
 	// aligned.

@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// Shard is one of a Table's independent partitions: a lock-free index of
+// shard is one of a Table's independent partitions: a lock-free index of
 // buckets for lookups, a mutex for inserts, deletes and rebuilds, and the
-// tick of its latest eviction.
-type Shard struct {
+// time of its latest eviction.
+type shard struct {
 	mu sync.Mutex
 	// index is replaced whole on rebuild; readers load it once per lookup.
 	index atomic.Pointer[index]
@@ -35,13 +35,13 @@ type Shard struct {
 
 const cacheLine = unsafe.Sizeof(cpu.CacheLinePad{})
 
-// paddedShard rounds a Shard up to whole cache lines. Shards are few and their
+// paddedShard rounds a shard up to whole cache lines. Shards are few and their
 // headers are written by many cores; without the pad two shards' mutexes
 // would share a line and contend.
 type paddedShard struct {
-	Shard
+	shard
 	//lint:ignore U1000 prevents false sharing between shards
-	_ [(cacheLine - unsafe.Sizeof(Shard{})%cacheLine) % cacheLine]byte
+	_ [(cacheLine - unsafe.Sizeof(shard{})%cacheLine) % cacheLine]byte
 }
 
 // Table maps keys to buckets across 2^k shards. The caller hashes each key
@@ -58,15 +58,12 @@ type Table struct {
 	seed uint64
 	// scan rotates capacity eviction scans across shards.
 	scan atomic.Uint64
-	// keyHash recomputes a stored key's hash when an index is rebuilt; it is
-	// Hash, except in tests that force collisions.
-	keyHash func(string) uint64
 }
 
 // NewTable returns a table of n shards (a power of two, at least 1) whose
 // index hash is keyed by seed.
 func NewTable(n int, seed uint64) *Table {
-	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed, keyHash: Hash}
+	t := &Table{shards: make([]paddedShard, n), shift: 64 - uint(bits.TrailingZeros(uint(n))), seed: seed}
 	for i := range t.shards {
 		t.shards[i].index.Store(newIndex(0))
 		t.shards[i].watermark.Store(math.MinInt64)
@@ -104,7 +101,7 @@ func (t *Table) ShardOf(h uint64) int {
 // Lookup returns the bucket of key, or nil. It takes no lock and allocates
 // nothing.
 func (t *Table) Lookup(h uint64, key string) *Bucket {
-	s := &t.shards[t.ShardOf(h)].Shard
+	s := &t.shards[t.ShardOf(h)].shard
 	return s.index.Load().find(t.mix(h), key)
 }
 
@@ -138,7 +135,7 @@ func (f Fixed) Current() uint16 { return 0 }
 // Fresh returns generation 0 and a full bucket from born or watermark.
 func (f Fixed) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
 	l := f.Layout
-	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity)
+	e, w := l.PackNew(l.FullTick(l.At(born).Ceil, l.CeilTick(watermark)), l.Capacity())
 	return 0, e, w
 }
 
@@ -150,7 +147,7 @@ func (f Fixed) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoin
 // a change of generation (engine.SetAt) either comes after the insert and
 // rewrites it, or came before and the insert is of the new generation.
 func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *Bucket, created bool) {
-	s := &t.shards[t.ShardOf(h)].Shard
+	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ix := s.index.Load()
@@ -159,7 +156,7 @@ func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *B
 		return b, false
 	}
 	if ix.full() {
-		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(t.keyHash(b.Key())) })
+		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(Hash(b.key())) })
 		s.index.Store(ix)
 	}
 	gen, e, w := gens.Fresh(born, s.watermark.Load())
@@ -181,7 +178,7 @@ func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *B
 // the caller recomputes. The generation is checked under the mutex, as in
 // Insert.
 func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, gens Generations, gen uint16, e fixedpoint.Epoch, next fixedpoint.Word) (*Bucket, bool) {
-	s := &t.shards[t.ShardOf(h)].Shard
+	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ix := s.index.Load()
@@ -201,7 +198,7 @@ func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, ge
 // shard's mutex, so never a bucket that an eviction or a replacement has
 // tombed but not yet taken out of the index.
 func (t *Table) Current(h uint64, key string) *Bucket {
-	s := &t.shards[t.ShardOf(h)].Shard
+	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.index.Load().find(t.mix(h), key)
@@ -223,7 +220,7 @@ const sweepChunk = 32
 // holds the shard's mutex one chunk at a time (lookups and takes never wait;
 // inserts into this shard wait for at most a chunk).
 func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
-	t.walk(i, func(s *Shard, ix *index, g, j uint64) {
+	t.walk(i, func(s *shard, ix *index, g, j uint64) {
 		if t.visitSlot(s, ix, g, j, visit) {
 			evicted++
 		}
@@ -240,7 +237,7 @@ type Rewriter func(b *Bucket) (nb *Bucket)
 // visitor returns, if any, holding the shard's mutex one chunk at a time, as
 // Sweep does. NewBucketFor makes the replacement.
 func (t *Table) Rewrite(i int, rewrite Rewriter) {
-	t.walk(i, func(_ *Shard, ix *index, g, j uint64) {
+	t.walk(i, func(_ *shard, ix *index, g, j uint64) {
 		if !ix.occupied(g, j) {
 			return
 		}
@@ -254,8 +251,8 @@ func (t *Table) Rewrite(i int, rewrite Rewriter) {
 // mutex, taken one chunk of groups at a time. If the index is rebuilt
 // between two chunks the walk starts the shard over, so that no bucket is
 // missed; Sweep and Rewrite visit a bucket twice harmlessly.
-func (t *Table) walk(i int, slot func(s *Shard, ix *index, g, j uint64)) {
-	s := &t.shards[i].Shard
+func (t *Table) walk(i int, slot func(s *shard, ix *index, g, j uint64)) {
+	s := &t.shards[i].shard
 	var seen *index
 	for g := uint64(0); ; {
 		s.mu.Lock()
@@ -280,7 +277,7 @@ func (t *Table) walk(i int, slot func(s *Shard, ix *index, g, j uint64)) {
 // NewBucketFor returns a bucket for old's key, of generation gen and epoch e
 // holding w, for a Rewriter.
 func NewBucketFor(old *Bucket, gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
-	return newBucket(old.Key(), gen, e, uint64(w))
+	return newBucket(old.key(), gen, e, uint64(w))
 }
 
 // EvictOne looks for one bucket the visitor evicts, visiting at most budget
@@ -291,7 +288,7 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 		if budget <= 0 {
 			return false
 		}
-		s := &t.shards[t.scan.Add(1)&uint64(len(t.shards)-1)].Shard
+		s := &t.shards[t.scan.Add(1)&uint64(len(t.shards)-1)].shard
 		s.mu.Lock()
 		ix := s.index.Load()
 		n := ix.slots()
@@ -320,7 +317,7 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 	return false
 }
 
-func (t *Table) visitSlot(s *Shard, ix *index, g, j uint64, visit Visitor) bool {
+func (t *Table) visitSlot(s *shard, ix *index, g, j uint64, visit Visitor) bool {
 	if !ix.occupied(g, j) {
 		return false
 	}
@@ -334,16 +331,4 @@ func (t *Table) visitSlot(s *Shard, ix *index, g, j uint64, visit Visitor) bool 
 	}
 	ix.remove(g, j)
 	return true
-}
-
-// Len returns the number of buckets in the table's indexes.
-func (t *Table) Len() int {
-	n := 0
-	for i := range t.shards {
-		s := &t.shards[i].Shard
-		s.mu.Lock()
-		n += s.index.Load().live
-		s.mu.Unlock()
-	}
-	return n
 }

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,7 @@ func TestBucketKeyRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
 		k := strings.Repeat("ab", n)[:n]
 		b := newBucket(k, 7, -3, 42)
-		if b.Key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
+		if b.key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
 			t.Errorf("len %d: key round trip failed (word %d)", n, b.Load())
 		}
 		if uintptr(unsafe.Pointer(b))%8 != 0 {
@@ -48,55 +49,96 @@ func TestBucketKeyRoundTrip(t *testing.T) {
 	}
 }
 
-// Keys whose hashes are identical all share one probe sequence: lookups,
+// collidingKeys returns n keys that tab's index cannot tell apart by hash:
+// their index hashes agree in the tag byte and in the bits that pick the first
+// group of an index of up to 1<<groupBits groups, so they match each other's
+// tags and share one probe sequence. It tries "key-0", "key-1", ... in turn:
+// about 2^(8+groupBits) tries per key.
+func collidingKeys(tab *Table, n int, groupBits uint) []string {
+	mask := uint64(0xFF)<<56 | (1<<groupBits-1)<<3
+	var keys []string
+	var want uint64
+	buf := []byte("key-")
+	for i := 0; len(keys) < n; i++ {
+		buf = strconv.AppendInt(buf[:4], int64(i), 10)
+		m := tab.mix(Hash(string(buf))) & mask
+		if len(keys) == 0 {
+			want = m
+		}
+		if m == want {
+			keys = append(keys, string(buf))
+		}
+	}
+	return keys
+}
+
+// length returns the number of buckets in tab's indexes.
+func length(tab *Table) int {
+	n := 0
+	for i := range tab.shards {
+		s := &tab.shards[i].shard
+		s.mu.Lock()
+		n += s.index.Load().live
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Keys that collide in the index all share one probe sequence: lookups,
 // inserts, removals and rebuilds must still keep them apart.
 func TestCollidingHashes(t *testing.T) {
 	l := layout(t)
-	tab := NewTable(4, 1)
-	const h = 0xdeadbeef
-	tab.keyHash = func(string) uint64 { return h }
-	var keys []string
-	for i := range 300 {
-		k := fmt.Sprint("key-", i)
-		keys = append(keys, k)
-		b, created := tab.Insert(h, k, Fixed{l}, 0)
-		if !created || b.Key() != k {
-			t.Fatalf("insert %q: created=%v key=%q", k, created, b.Key())
+	tab := NewTable(1, 1)
+	const n, groupBits = 150, 6
+	keys := collidingKeys(tab, n+2, groupBits)
+	absent, fresh := keys[n], keys[n+1]
+	keys = keys[:n]
+	for _, k := range keys {
+		b, created := tab.Insert(Hash(k), k, Fixed{l}, 0)
+		if !created || b.key() != k {
+			t.Fatalf("insert %q: created=%v key=%q", k, created, b.key())
 		}
 	}
+	// The keys were rebuilt into ever larger indexes, every one of which
+	// they collide in.
+	if g := len(tab.shards[0].index.Load().groups); g > 1<<groupBits || g < 16 {
+		t.Fatalf("%d keys in an index of %d groups; want 16 to %d", n, g, 1<<groupBits)
+	}
 	for _, k := range keys {
-		b := tab.Lookup(h, k)
-		if b == nil || b.Key() != k {
+		b := tab.Lookup(Hash(k), k)
+		if b == nil || b.key() != k {
 			t.Fatalf("lookup %q failed", k)
 		}
-		if again, created := tab.Insert(h, k, Fixed{l}, 0); created || again != b {
+		if again, created := tab.Insert(Hash(k), k, Fixed{l}, 0); created || again != b {
 			t.Fatalf("second insert of %q created a new bucket", k)
 		}
 	}
-	if tab.Lookup(h, "absent") != nil {
+	if tab.Lookup(Hash(absent), absent) != nil {
 		t.Fatal("found an absent key")
 	}
 	// Evict every other key; the rest stay reachable past the deleted slots.
-	evicted := tab.Sweep(tab.ShardOf(h), func(b *Bucket) (bool, int64) {
-		var i int
-		fmt.Sscanf(b.Key(), "key-%d", &i)
-		if i%2 == 1 {
+	position := make(map[string]int)
+	for i, k := range keys {
+		position[k] = i
+	}
+	evicted := tab.Sweep(0, func(b *Bucket) (bool, int64) {
+		if position[b.key()]%2 == 1 {
 			return false, 0
 		}
 		b.CompareAndSwap(b.Load(), fixedpoint.Tomb)
 		return true, 7
 	})
-	if evicted != 150 || tab.Len() != 150 {
-		t.Fatalf("evicted %d, Len %d; want 150, 150", evicted, tab.Len())
+	if evicted != n/2 || length(tab) != n/2 {
+		t.Fatalf("evicted %d, %d left; want %d, %d", evicted, length(tab), n/2, n/2)
 	}
 	for i, k := range keys {
-		if found := tab.Lookup(h, k) != nil; found != (i%2 == 1) {
+		if found := tab.Lookup(Hash(k), k) != nil; found != (i%2 == 1) {
 			t.Fatalf("after sweep, lookup %q found=%v", k, found)
 		}
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
-	b, _ := tab.Insert(h, "fresh", Fixed{l}, 0)
-	if got := l.Resolve(b.Load(), b.Base(l)); got < 7 {
+	b, _ := tab.Insert(Hash(fresh), fresh, Fixed{l}, 0)
+	if got := l.Resolve(b.Load(), b.base(l)); got < 7 {
 		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
 	}
 }
@@ -121,7 +163,7 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 				for i := max(0, n-64); i < n; i++ {
 					k := fmt.Sprint(i)
 					b := tab.Lookup(Hash(k), k)
-					if b == nil || b.Key() != k {
+					if b == nil || b.key() != k {
 						t.Errorf("lookup %q after its insert: %v", k, b)
 						return
 					}
@@ -136,8 +178,8 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if tab.Len() != 20000 {
-		t.Errorf("Len = %d", tab.Len())
+	if n := length(tab); n != 20000 {
+		t.Errorf("%d buckets, want 20000", n)
 	}
 }
 
@@ -172,7 +214,7 @@ func TestEvictOneBudget(t *testing.T) {
 	}
 	if !tab.EvictOne(1000, func(b *Bucket) (bool, int64) {
 		return b.CompareAndSwap(b.Load(), fixedpoint.Tomb), 0
-	}) || tab.Len() != 99 {
-		t.Errorf("EvictOne with a willing visitor: Len %d", tab.Len())
+	}) || length(tab) != 99 {
+		t.Errorf("EvictOne with a willing visitor: %d buckets left, want 99", length(tab))
 	}
 }
