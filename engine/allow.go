@@ -177,7 +177,7 @@ func (g *generation) wait(at int64, have, need uint64, ns int64) time.Duration {
 // wait from there to a bucket stamped near +2^62 does not fit a Duration and
 // saturates just short of InfDuration, which means never.
 func since(ns, until int64) time.Duration {
-	from := clampNanos(ns)
+	from := fixedpoint.ClampNanos(ns)
 	if from < 0 && until > math.MaxInt64+from {
 		return InfDuration - 1
 	}
@@ -196,7 +196,3 @@ func (e *Engine) never(g *generation, h uint64, key string, ns int64) (Decision,
 	return g.after(at, tokens, fixedpoint.Never, ns), g
 }
 
-func clampNanos(ns int64) int64 {
-	const bound = 1 << 62
-	return min(max(ns, -bound), bound)
-}

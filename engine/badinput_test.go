@@ -53,7 +53,7 @@ func TestBadInputConfig(t *testing.T) {
 		{"rate=below one per 366 days", engine.Config{Limit: 1.0 / 31622401, Burst: 1}, limitErr + "3.162315220782887e-08"},
 		{"rate=above 1e9", engine.Config{Limit: 1e9 + 1, Burst: 1}, limitErr + "1.000000001e+09"},
 		{"fill time=366 days + 1 s", engine.Config{Limit: 1, Burst: 31622401},
-			"engine: invalid config: Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got 3.1622401e+07 s"},
+			"engine: invalid config: Burst/Limit must be at most 366 days (31622400 s), the time to refill an empty bucket, got 3.1622401e+07 s"},
 		{"burst=0", engine.Config{Limit: 1, Burst: 0}, burstErr + "0"},
 		{"burst<0", engine.Config{Limit: 1, Burst: -1}, burstErr + "-1"},
 		{"burst=1e9+0.001", engine.Config{Limit: 1e9, Burst: 1e9 + 0.001}, burstErr + "1.000000000001e+09"},

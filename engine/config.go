@@ -97,42 +97,87 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// CheckLimit returns nil if New and SetAt accept limit and burst, or the
-// error they would return, which wraps ErrInvalidConfig and names the field
-// and its range. It is for callers that validate a configuration before
-// building anything (a rules file, a store's options).
+// CheckLimit returns nil if New and SetAt accept limit and burst, or what
+// they would return: a *LimitError for each problem (errors.Join of them
+// when both fields are wrong), each wrapping ErrInvalidConfig. It is for
+// callers that validate a configuration before building anything (a rules
+// file, a store's options), and that name the fields their own way
+// (LimitErrors).
 func CheckLimit(limit Limit, burst float64) error {
-	_, err := (&Config{Limit: limit, Burst: burst}).layout()
+	_, err := layoutFor(limit, burst)
 	return err
 }
 
-// layout validates the rate and burst and derives the word layout.
-func (c *Config) layout() (*fixedpoint.Layout, error) {
-	r := float64(c.Limit)
-	if math.IsNaN(r) || r < minLimit || r > maxLimit {
-		return nil, invalid("Limit must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got %v", r)
+// LimitError is one problem with a Limit and Burst: a field outside the
+// engine's domain. It wraps ErrInvalidConfig.
+type LimitError struct {
+	// Field is "Limit", "Burst", or "Burst/Limit" (the time to refill an
+	// empty bucket).
+	Field string
+	// Must says what the field must be, after "must": "be between 1 and
+	// 1e9 tokens".
+	Must string
+	// Got is the value the field had, as the message shows it.
+	Got string
+}
+
+func (e *LimitError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + e.Field + " must " + e.Must + ", got " + e.Got
+}
+
+func (e *LimitError) Unwrap() error { return ErrInvalidConfig }
+
+// LimitErrors returns the problems in an error of CheckLimit: none for nil,
+// else one per field at fault.
+func LimitErrors(err error) []*LimitError {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []*LimitError
+		for _, e := range j.Unwrap() {
+			out = append(out, LimitErrors(e)...)
+		}
+		return out
 	}
-	b := c.Burst
-	if math.IsNaN(b) || b < minBurst || b > maxBurst {
-		return nil, invalid("Burst must be between 1 and 1e9 tokens, got %v", b)
+	if le, ok := err.(*LimitError); ok {
+		return []*LimitError{le}
+	}
+	return nil
+}
+
+// layout validates the rate and burst and derives the word layout.
+func (c *Config) layout() (*fixedpoint.Layout, error) { return layoutFor(c.Limit, c.Burst) }
+
+// layoutFor is the layout of limit and burst, or every problem with them.
+func layoutFor(limit Limit, burst float64) (*fixedpoint.Layout, error) {
+	r, b := float64(limit), burst
+	var errs []error
+	if math.IsNaN(r) || r < minLimit || r > maxLimit {
+		errs = append(errs, &LimitError{"Limit", "be between 1/31622400 (one token per 366 days) and 1e9 tokens per second", fmt.Sprint(r)})
 	}
 	capacity, exact := fixedpoint.QuantizeExact(b)
-	if !exact {
-		return nil, invalid("Burst must be a multiple of 0.001 tokens, got %v", b)
+	switch {
+	case math.IsNaN(b) || b < minBurst || b > maxBurst:
+		errs = append(errs, &LimitError{"Burst", "be between 1 and 1e9 tokens", fmt.Sprint(b)})
+	case !exact:
+		errs = append(errs, &LimitError{"Burst", "be a multiple of 0.001 tokens", fmt.Sprint(b)})
+	}
+	switch len(errs) {
+	case 1:
+		return nil, errs[0]
+	case 2:
+		return nil, errors.Join(errs...)
 	}
 	// In float64, as the caller computes it: 12 a year is Limit 12/31622400,
 	// a float a hair below the true quotient, and with Burst 12 it must fill
 	// in 366 days, not in 366 days and a femtosecond.
 	if fill := b / r; fill > maxFillSeconds {
-		return nil, invalid("Burst/Limit, the time to refill an empty bucket, must be at most 366 days (31622400 s), got %v s", fill)
+		return nil, &LimitError{"Burst/Limit", "be at most 366 days (31622400 s), the time to refill an empty bucket", fmt.Sprintf("%v s", fill)}
 	}
 	l, err := fixedpoint.NewLayout(capacity, r)
 	if err != nil {
-		return nil, invalid("Limit %v with Burst %v cannot be represented: %v", r, b, err)
+		return nil, &LimitError{"Limit", fmt.Sprintf("be representable with Burst %v (%v)", b, err), fmt.Sprint(r)}
 	}
 	return l, nil
 }
-
 // shards validates Shards and returns the count to use.
 func (c *Config) shards(procs int) (int, error) {
 	n := c.Shards

@@ -58,17 +58,15 @@
 //
 // Tokens are counted in thousandths and time in ticks of 1 ns or more
 // (Precision). Every rounding denies rather than admits: the engine never
-// admits a request that an exact, real-number token bucket would deny, and it
-// trails that exact bucket by less than 0.002 token plus the larger of 0.001
-// token and one tick's refill plus three ticks of refill, however many
-// requests are made; with 1 ns ticks (any Burst up to 268,435) it is less
-// than 0.002 token up to 1e6 tokens/s, and 0.001 token plus a nanosecond's
-// refill above. See package fixedpoint for the layout and the exact bound.
+// admits a request that an exact, real-number token bucket would deny, and
+// trails that bucket by a bounded amount however many requests are made.
+// Package fixedpoint states the bound for every layout.
 //
 // # Memory
 //
-// A live key costs about 49 bytes with a 13-byte key, key bytes included; a
-// key longer than MaxKeyBytes is stored as a 33-byte digest (BoundedKey), so
+// A live key costs one small bucket object and an index slot (package shard
+// has the accounting: about 49 bytes with a 13-byte key); a key longer than
+// MaxKeyBytes is stored as a 33-byte digest (BoundedKey), so
 // no key costs more than about 160 bytes, whoever chose it. A background
 // sweeper (SweepInterval) evicts buckets that are full, which is lossless
 // because a full bucket is exactly what an unknown key starts with.

@@ -475,3 +475,31 @@ func TestCheckLimitAgreesWithNewAndSetAt(t *testing.T) {
 		}
 	}
 }
+
+// CheckLimit reports a problem per field at fault, each a *LimitError that
+// names the field, so that a caller can name it its own way.
+func TestCheckLimitReportsEveryField(t *testing.T) {
+	for _, tc := range []struct {
+		limit  engine.Limit
+		burst  float64
+		fields []string
+	}{
+		{0, 0.5, []string{"Limit", "Burst"}},
+		{2e9, 1, []string{"Limit"}},
+		{1, 1.0005, []string{"Burst"}},
+		{1, 3.2e7, []string{"Burst/Limit"}},
+		{10, 20, nil},
+	} {
+		err := engine.CheckLimit(tc.limit, tc.burst)
+		var fields []string
+		for _, le := range engine.LimitErrors(err) {
+			fields = append(fields, le.Field)
+			if !errors.Is(le, engine.ErrInvalidConfig) || !strings.Contains(err.Error(), le.Must) {
+				t.Errorf("CheckLimit(%v, %v): %q in %v", tc.limit, tc.burst, le, err)
+			}
+		}
+		if fmt.Sprint(fields) != fmt.Sprint(tc.fields) || (err == nil) != (tc.fields == nil) {
+			t.Errorf("CheckLimit(%v, %v) = %v: fields %v, want %v", tc.limit, tc.burst, err, fields, tc.fields)
+		}
+	}
+}

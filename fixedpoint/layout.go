@@ -156,7 +156,7 @@ type Instant struct{ Tick, Ceil int64 }
 // At converts nanoseconds since the epoch to an Instant. Values beyond
 // ±2^62 ns are clamped first.
 func (l *Layout) At(ns int64) Instant {
-	ns = clampNanos(ns)
+	ns = ClampNanos(ns)
 	t := ns >> l.tickShift
 	if ns&(l.TickNanos()-1) != 0 {
 		return Instant{t, t + 1}
@@ -189,6 +189,8 @@ func (l *Layout) HorizonNanos() int64 {
 	return 1 << (l.tickBits + l.tickShift)
 }
 
-func clampNanos(ns int64) int64 {
+// ClampNanos bounds a time in nanoseconds since an epoch to ±2^62, the span
+// every layout and wait is computed in.
+func ClampNanos(ns int64) int64 {
 	return min(max(ns, -maxTimeNanos), maxTimeNanos)
 }

@@ -266,7 +266,7 @@ func TestSimSetLimitErrors(t *testing.T) {
 		{[]string{"2s=2e9/s"}, "--set-limit 2s=2e9/s: engine: invalid config: Limit must be between"},
 		{[]string{"2s=NaN"}, "--set-limit 2s=NaN: engine: invalid config: Limit must be between"},
 		// With the burst of 50: an empty bucket would refill in 50 years.
-		{[]string{"2s=1/8784h"}, "--set-limit 2s=1/8784h: engine: invalid config: Burst/Limit, the time to refill an empty bucket, must be at most 366 days"},
+		{[]string{"2s=1/8784h"}, "--set-limit 2s=1/8784h: engine: invalid config: Burst/Limit must be at most 366 days (31622400 s), the time to refill an empty bucket"},
 		{[]string{"1s=30/s", "3s=20/s", "1s=5/s"}, "faucet sim: --set-limit 1s=5/s: 1s is also the time of --set-limit 1s=30/s; give one rate per time"},
 		{[]string{"1s=30/s", "3s=oops"}, "--set-limit 3s=oops: RATE"},
 	} {
