@@ -52,7 +52,7 @@ var faucetGoRedisImpl = redisImpl{
 
 func redisstoreCheck(l *redisstore.Limiter) redisCheck {
 	return func(ctx context.Context, key string) (bool, error) {
-		d, err := l.AllowN(ctx, key, 1)
+		d, err := l.Take(ctx, key, 1)
 		return d.Allowed, err
 	}
 }

@@ -195,4 +195,3 @@ func (e *Engine) never(g *generation, h uint64, key string, ns int64) (Decision,
 	}
 	return g.after(at, tokens, fixedpoint.Never, ns), g
 }
-

@@ -33,10 +33,10 @@ func (e *Engine) nanosAt(t time.Time) int64 {
 // nanosNow reads the monotonic clock. With an epoch from time.Now, time.Since
 // reads only the monotonic clock, which wall-clock steps do not move.
 //
-// A cheaper clock was tried and dropped: a goroutine publishing the time
-// every millisecond saves the read (a quarter of a call), but its lag varies
-// with scheduling, so the span between two readings can exceed the real one
-// and admit early; the engine promises never to.
+// The clock is read on every call, not published by a goroutine every
+// millisecond: that would save the read (a quarter of a call), but its lag
+// varies with scheduling, so the span between two readings could exceed the
+// real one and admit early, which the engine promises never to do.
 func (e *Engine) nanosNow() int64 {
 	ep := e.epoch.Load()
 	if ep == nil {

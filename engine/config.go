@@ -178,6 +178,7 @@ func layoutFor(limit Limit, burst float64) (*fixedpoint.Layout, error) {
 	}
 	return l, nil
 }
+
 // shards validates Shards and returns the count to use.
 func (c *Config) shards(procs int) (int, error) {
 	n := c.Shards

@@ -1,11 +1,14 @@
 package httplimit
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net/http"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/fixedpoint"
 )
 
 // maxTakes is how many rules one request can meet without allocating for
@@ -34,9 +37,10 @@ type Result struct {
 	RetryAfter int64 `json:"retry_after,omitempty"`
 	// Policies has one entry per rule that applied, in rule order.
 	Policies []Policy `json:"policies"`
-
-	opts   *options
-	denier *rule
+	// Headers is the header fields WriteHeaders writes: the Middleware's
+	// Options.Headers; 0 (as in a Result built or decoded by a caller)
+	// means HeadersDraft.
+	Headers HeaderSet `json:"-"`
 }
 
 // Policy is one applied rule's state after the decision.
@@ -50,15 +54,20 @@ type Policy struct {
 	// and w (seconds to refill an empty bucket, rounded up).
 	Quota  int64 `json:"quota"`
 	Window int64 `json:"window"`
+	// Rate and Burst are the rule's limit: tokens per second and the
+	// bucket's capacity.
+	Rate  float64 `json:"rate"`
+	Burst float64 `json:"burst"`
 	// Cost is the request's cost under the rule.
 	Cost float64 `json:"cost"`
 	// Remaining is the tokens the bucket holds after the decision.
 	Remaining float64 `json:"remaining"`
-	// Reset is RateLimit's t: whole seconds until a request of the same cost
-	// could pass (0 if it could now), or -1 if it never can.
-	Reset int64 `json:"reset"`
-	// Full is whole seconds until the bucket is full (legacy Reset fields).
-	Full int64 `json:"full"`
+	// RetryIn is RateLimit's t: whole seconds until a request of the same
+	// cost could pass (0 if it could now), or -1 if it never can.
+	RetryIn int64 `json:"retry_in"`
+	// FullIn is whole seconds until the bucket is full: what the legacy
+	// RateLimit-Reset fields carry.
+	FullIn int64 `json:"full_in"`
 	// Denied reports that this rule denied the request (in shadow mode:
 	// would have).
 	Denied bool `json:"denied"`
@@ -67,19 +76,22 @@ type Policy struct {
 	// state fields are 0.
 	Unknown bool `json:"unknown,omitempty"`
 
-	rule *rule
+	// policy and quoted are the rule's RateLimit-Policy item and quoted
+	// name, precomputed so that writing headers allocates less; empty in a
+	// Policy built or decoded by a caller, and then computed.
+	policy, quoted string
 }
 
 // Check decides on r under the rules in force, takes the tokens of an
 // admitted request, and returns the decision; it writes nothing. Handler is
 // Check plus the response.
-func (l *Limiter) Check(r *http.Request) Result {
+func (l *Middleware) Check(r *http.Request) Result {
 	return l.check(r, -1, false)
 }
 
 // check is Check with an optional cost for every rule (override >= 0); with
 // direct, RemoteAddr is the client whatever the trusted proxies.
-func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
+func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
 	set := l.set.Load()
 	q := request{r: r, o: l.opts, direct: direct}
 	var appliedBuf [maxTakes]*rule
@@ -92,12 +104,12 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 			}
 		}
 	}
-	res := Result{Allowed: true, Status: http.StatusOK, opts: l.opts, Policies: make([]Policy, len(applied))}
+	res := Result{Allowed: true, Status: http.StatusOK, Headers: l.opts.headers, Policies: make([]Policy, len(applied))}
 	if len(applied) == 0 {
 		return res
 	}
 	now := l.opts.now()
-	var takeBuf [maxTakes]Take
+	var takeBuf [maxTakes]engine.Take
 	var outBuf [maxTakes]engine.Decision
 	var idxBuf [maxTakes]int
 	takes, out, idx := takeBuf[:0], outBuf[:], idxBuf[:0]
@@ -107,8 +119,8 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 	refuser := -1 // the first enforce rule that refuses the request's cost
 	for i, ru := range applied {
 		p := &res.Policies[i]
-		p.Name, p.Mode, p.rule = ru.Name, ru.Mode, ru
-		p.Quota, p.Window = int64(math.Floor(ru.Burst)), int64(math.Ceil(ru.Burst/ru.Rate))
+		p.Name, p.Mode, p.Rate, p.Burst, p.policy, p.quoted = ru.Name, ru.Mode, ru.Rate, ru.Burst, ru.policy, ru.quoted
+		p.Quota, p.Window = quota(ru.Burst), window(ru.Rate, ru.Burst)
 		p.Key = q.key(ru.keys)
 		var why string
 		if override < 0 {
@@ -121,7 +133,7 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 			continue
 		}
 		if !ru.shadow {
-			takes = append(takes, Take{Handle: ru.handle, Key: p.Key, N: p.Cost})
+			takes = append(takes, engine.Take{Limiter: ru.lim, Key: p.Key, N: p.Cost})
 			idx = append(idx, i)
 		}
 	}
@@ -150,7 +162,7 @@ func (l *Limiter) check(r *http.Request, override float64, direct bool) Result {
 // request's cost (cost_out_of_range "reject"). The first enforce rule to
 // refuse decides the request: 400, nothing taken. A shadow rule only reports
 // that it would have refused, and takes nothing.
-func (l *Limiter) refused(res *Result, ru *rule, p *Policy, why string, refuser *int, i int) {
+func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refuser *int, i int) {
 	p.Denied, p.Unknown = true, true
 	if ru.shadow {
 		ru.counters.shadowDenied.Add(1)
@@ -165,16 +177,16 @@ func (l *Limiter) refused(res *Result, ru *rule, p *Policy, why string, refuser 
 	}
 	*refuser = i
 	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, ReasonInvalidCost, ru.Name
-	res.denier, res.Detail = ru, why
+	res.Detail = why
 }
 
 // enforce makes the all-or-nothing take of the enforce rules.
-func (l *Limiter) enforce(r *http.Request, now time.Time, res *Result, applied []*rule, takes []Take, out []engine.Decision, idx []int) {
-	denied, err := l.opts.store.TakeAll(r.Context(), now, takes, out)
-	if err != nil {
-		if l.opts.onStoreError != nil {
-			l.opts.onStoreError(err)
-		}
+func (l *Middleware) enforce(r *http.Request, now time.Time, res *Result, applied []*rule, takes []engine.Take, out []engine.Decision, idx []int) {
+	denied, err := takeAll(r.Context(), now, takes, out)
+	if err != nil && l.opts.onStoreError != nil {
+		l.opts.onStoreError(err)
+	}
+	if err != nil && !errors.Is(err, engine.ErrFallback) {
 		closed := false
 		for _, i := range idx {
 			res.Policies[i].Unknown = true
@@ -202,7 +214,6 @@ func (l *Limiter) enforce(r *http.Request, now time.Time, res *Result, applied [
 		return
 	}
 	k := idx[denied]
-	res.denier = applied[k]
 	res.Policies[k].Denied = true
 	applied[k].counters.denied.Add(1)
 	res.Allowed, res.Status, res.DeniedBy = false, http.StatusTooManyRequests, applied[k].Name
@@ -214,17 +225,17 @@ func (l *Limiter) enforce(r *http.Request, now time.Time, res *Result, applied [
 
 // observe takes a shadow rule's tokens on its own (or only peeks, when the
 // request was denied and so takes nothing) and records what it would do.
-func (l *Limiter) observe(r *http.Request, now time.Time, res *Result, ru *rule, p *Policy) {
+func (l *Middleware) observe(r *http.Request, now time.Time, res *Result, ru *rule, p *Policy) {
 	n := p.Cost
 	if !res.Allowed {
 		n = 0
 	}
 	var out [1]engine.Decision
-	denied, err := l.opts.store.TakeAll(r.Context(), now, []Take{{Handle: ru.handle, Key: p.Key, N: n}}, out[:])
-	if err != nil {
-		if l.opts.onStoreError != nil {
-			l.opts.onStoreError(err)
-		}
+	denied, err := takeAll(r.Context(), now, []engine.Take{{Limiter: ru.lim, Key: p.Key, N: n}}, out[:])
+	if err != nil && l.opts.onStoreError != nil {
+		l.opts.onStoreError(err)
+	}
+	if err != nil && !errors.Is(err, engine.ErrFallback) {
 		p.Unknown = true
 		ru.counters.failedOpen.Add(1)
 		return
@@ -251,19 +262,22 @@ func (l *Limiter) observe(r *http.Request, now time.Time, res *Result, ru *rule,
 // set fills the state fields from a decision of a rule refilling at rate.
 func (p *Policy) set(d engine.Decision, rate float64) {
 	p.Remaining = d.Remaining
-	p.Full = ceilSeconds(d.ResetAfter)
+	p.FullIn = ceilSeconds(d.ResetAfter)
 	switch {
 	case d.RetryAfter == engine.InfDuration:
-		p.Reset = -1
+		p.RetryIn = -1
 	case !d.Allowed:
-		p.Reset = ceilSeconds(d.RetryAfter)
+		p.RetryIn = ceilSeconds(d.RetryAfter)
 	default:
+		p.RetryIn = 0
 		// Allowed: the wait until the same cost could pass again, from the
-		// tokens left, in thousandths as the engine counts them.
-		p.Reset = 0
-		if missing := math.Round(p.Cost*1000) - math.Round(d.Remaining*1000); missing > 0 {
+		// tokens left, counted in the engine's quanta (Remaining is a whole
+		// number of them).
+		cost, _ := fixedpoint.Quantize(p.Cost)
+		have, _ := fixedpoint.Quantize(d.Remaining)
+		if cost > have {
 			// 1e-9 s absorbs the float error of an exact quotient.
-			p.Reset = int64(math.Ceil(missing/1000/rate - 1e-9))
+			p.RetryIn = int64(math.Ceil(float64(cost-have)/fixedpoint.QuantaPerToken/rate - 1e-9))
 		}
 	}
 }
@@ -274,3 +288,18 @@ func ceilSeconds(d time.Duration) int64 {
 	}
 	return int64((d + time.Second - 1) / time.Second)
 }
+
+// takeAll makes takes, all on one store, at now if their Limiters take the
+// time from the caller (engine.TakerAt), else at the store's own time.
+func takeAll(ctx context.Context, now time.Time, takes []engine.Take, out []engine.Decision) (int, error) {
+	if at, ok := takes[0].Limiter.(engine.TakerAt); ok {
+		return at.TakeAllAt(now, takes, out)
+	}
+	return takes[0].Limiter.TakeAll(ctx, takes, out)
+}
+
+// quota is RateLimit-Policy's q of a burst: whole tokens.
+func quota(burst float64) int64 { return int64(math.Floor(burst)) }
+
+// window is RateLimit-Policy's w: whole seconds to refill an empty bucket.
+func window(rate, burst float64) int64 { return int64(math.Ceil(burst / rate)) }

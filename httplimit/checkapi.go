@@ -49,7 +49,7 @@ type CheckResponse struct {
 // Handler: POST a CheckRequest as JSON, get a CheckResponse (status 200; the
 // decision is in the body). Tokens are taken as for a real request. A bad
 // request gets a 400 with problem details naming the field.
-func (l *Limiter) CheckHandler() http.Handler {
+func (l *Middleware) CheckHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)

@@ -40,6 +40,15 @@ func (o *options) clientIP(r *http.Request) (netip.Addr, bool) {
 	return ip, true // every hop is a trusted proxy: the farthest one
 }
 
+// FromTrustedProxy reports whether r comes from one of
+// Options.TrustedProxies, whose forwarding header the Middleware believes: a
+// proxy in front of the limiter passes that header on only then, and
+// replaces it otherwise.
+func (l *Middleware) FromTrustedProxy(r *http.Request) bool {
+	ip, ok := parseHost(r.RemoteAddr)
+	return ok && l.opts.trusted(ip)
+}
+
 func (o *options) trusted(ip netip.Addr) bool {
 	for _, p := range o.trustedProxies {
 		if p.Contains(ip) {

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // remaining returns the r of the only RateLimit item after one request.
-func remaining(t *testing.T, l *httplimit.Limiter, remote string, headers ...string) string {
+func remaining(t *testing.T, l *httplimit.Middleware, remote string, headers ...string) string {
 	t.Helper()
 	return serve(l, req(remote, "/", headers...)).Header().Get("RateLimit")
 }
@@ -116,6 +117,26 @@ func TestOptionErrors(t *testing.T) {
 	} {
 		if _, err := httplimit.New(rules, o); err == nil {
 			t.Errorf("New with %+v: no error", o)
+		}
+	}
+}
+
+// FromTrustedProxy answers as the client address is found: only a
+// RemoteAddr inside Options.TrustedProxies is a proxy whose header counts.
+func TestFromTrustedProxy(t *testing.T) {
+	l, err := httplimit.New([]httplimit.Rule{{Name: "r", LimitKeys: []string{"ip:address"}, Rate: 1, Burst: 1}}, httplimit.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for addr, want := range map[string]bool{
+		"10.1.2.3:443": true, "[::ffff:10.1.2.3]:1": true, "[2001:db8::1]:80": true,
+		"11.0.0.1:443": false, "[2001:db9::1]:80": false, "garbage": false, "": false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		if got := l.FromTrustedProxy(r); got != want {
+			t.Errorf("FromTrustedProxy(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

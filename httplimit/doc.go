@@ -56,7 +56,7 @@
 // its group) is an error.
 //
 // The tokens of a request are taken from every applied enforce rule at once
-// or from none (engine.AllowAllAt): a request denied by one rule costs the
+// or from none (engine.Engine.TakeAllAt): a request denied by one rule costs the
 // others nothing. Shadow rules take their tokens on their own after the
 // decision (only when the request was allowed) and never deny; they show in
 // the headers, in the reason header as "shadow_..." when they would have
@@ -98,7 +98,7 @@
 // A token that fails verification (or cannot be decoded) counts as no token:
 // jwt: keys are "" (all such requests share one bucket) and jwt: matches
 // fail, so the request gets the rule's behaviour for requests without
-// claims. Limiter.JWTStats counts such tokens by reason. A token is verified
+// claims. Middleware.JWTStats counts such tokens by reason. A token is verified
 // at most once per request, and only when a rule that applies needs a claim.
 // A string claim compares as the string, any other as its JSON text (42,
 // true; see Claims).
@@ -136,48 +136,29 @@
 //
 // # Reload
 //
-// Limiter.Reload swaps the rules while requests are being checked, all or
+// Middleware.Reload swaps the rules while requests are being checked, all or
 // nothing. A rule that keeps its name and limit_keys keeps its buckets, even
 // when its rate or burst changes, so a deploy gives no client a new burst;
-// Limiter.Reload says what each kind of change keeps.
+// Middleware.Reload says what each kind of change keeps.
 //
 // # Store
 //
-// Buckets live in a Store (default: NewMemoryStore, one engine per rule).
-// A distributed store implements this contract:
+// Buckets live in an engine.Store (default: NewMemoryStore, one engine per
+// rule); package redisstore provides one in Redis, shared by instances. The
+// Middleware binds an engine.Spec per rule on New and on every Reload, before
+// the rules take effect: Spec.ID ("<name>#<16 hex digits>", a hash of the
+// rule's limit_keys) names its buckets, so a rule that keeps its name and
+// limit_keys keeps them. It releases the Specs a Reload drops and, on Close,
+// all of them.
 //
-//   - Bind(Limit) (Handle, error) prepares a rule's buckets; the Limiter calls
-//     it for every rule on New and on every Reload, before the rules take
-//     effect. Limit.ID ("<name>#<16 hex digits>", printable, no spaces) names
-//     the bucket namespace: binding an ID that is still bound must return a
-//     handle to the same buckets (that is how a reload keeps state). Rate
-//     (tokens/s, 1/31622400 to 1e9) and Burst (1 to 1e9, >= Rate, a multiple of
-//     0.001) are the bucket's parameters. An error fails New or Reload.
-//   - Release(Handle) undoes one Bind; when all Binds of an ID are released
-//     the store may drop its buckets. Requests in flight may still call
-//     TakeAll with a released handle, which must work.
-//   - TakeAll(ctx, now, takes, out) takes takes[i].N tokens from bucket
-//     takes[i].Key of takes[i].Handle for every i, or from none, and returns
-//     the index of the denied take or -1. out[i] is filled for every take, as
-//     engine.AllowAllAt fills it: all taken, out[i] is the take's Decision
-//     (Allowed, Remaining after the take, ResetAfter until full); denied at
-//     k, no Allowed is true, nothing is net consumed, out[i].Remaining is
-//     what bucket i holds, out[i].RetryAfter the wait until take i alone
-//     would pass (0 if it would now; engine.InfDuration if N > Burst) and
-//     out[k].RetryAfter > 0. A take with N > Burst denies before anything is
-//     taken, and the first such take is reported whatever its position. Key
-//     may be empty; N is finite and >= 0 (0 peeks). now is the decision time
-//     (a store with its own clock may ignore it); ctx carries the request's
-//     deadline.
-//   - An error from TakeAll means the store could not decide: out is
-//     ignored, and each rule's fail_mode applies: "open" admits (counted in
-//     RuleStats.FailedOpen), "closed" answers 503 with Retry-After: 1. A
-//     store should leave nothing consumed on error and document what it can
-//     leave behind.
-//   - Bind and Release are serialised by the Limiter, but run concurrently
-//     with TakeAll. TakeAll is called once per request for the enforce rules,
-//     and once more per applied shadow rule, alone.
-//   - Optionally BucketStats(Handle) (live, evicted, ok) feeds Stats.
-//   - Optionally Retune(Handle, Limit, now) changes a bound limit's rate and
-//     burst in place, keeping the buckets' tokens; see Retuner.
+// A request's takes from the applied enforce rules are one TakeAll on their
+// Limiters (engine.Limiter), at Options.Now when the Limiters are
+// engine.TakerAt; each applied shadow rule's is one more, alone. An error
+// from TakeAll means the store could not decide: each rule's fail_mode
+// applies: "open" admits (counted in RuleStats.FailedOpen), "closed"
+// answers 503 with Retry-After: 1; unless the error wraps
+// engine.ErrFallback, whose decisions stand. Stats reports bucket counts
+// for Limiters that have a Stats method returning engine.Stats (the
+// Engine), and a Reload retunes in place the Limiters that are
+// engine.Retuner (see Middleware.Reload).
 package httplimit

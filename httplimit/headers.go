@@ -15,12 +15,12 @@ import (
 // not all come back together, and each client sees a stable value. The
 // jitter is never negative, so Retry-After is never earlier than any
 // RateLimit t, as the draft requires.
-func (l *Limiter) retryAfter(res *Result) int64 {
+func (l *Middleware) retryAfter(res *Result) int64 {
 	base := int64(1)
 	for i := range res.Policies {
 		p := &res.Policies[i]
-		if p.Mode == modeEnforce && !p.Unknown && p.Reset > base {
-			base = p.Reset
+		if p.Mode == modeEnforce && !p.Unknown && p.RetryIn > base {
+			base = p.RetryIn
 		}
 	}
 	var key string
@@ -75,7 +75,10 @@ var (
 // fields; on a denial also Retry-After and the reason header.
 func (res *Result) WriteHeaders(h http.Header) {
 	if len(res.Policies) > 0 {
-		set := res.opts.headers
+		set := res.Headers
+		if set == 0 {
+			set = HeadersDraft
+		}
 		if set&HeadersDraft != 0 {
 			res.writeDraft(h)
 		}
@@ -87,7 +90,7 @@ func (res *Result) WriteHeaders(h http.Header) {
 				names := &hdrLegacy[i]
 				h[names[0]] = []string{strconv.FormatInt(p.Quota, 10)}
 				h[names[1]] = []string{strconv.FormatInt(int64(math.Floor(p.Remaining)), 10)}
-				h[names[2]] = []string{strconv.FormatInt(p.Full, 10)}
+				h[names[2]] = []string{strconv.FormatInt(p.FullIn, 10)}
 			}
 		}
 	}
@@ -103,14 +106,14 @@ func (res *Result) writeDraft(h http.Header) {
 	var buf [256]byte
 	var state []byte
 	if len(res.Policies) == 1 {
-		h[hdrPolicy] = []string{res.Policies[0].rule.policy} // precomputed
+		h[hdrPolicy] = []string{res.Policies[0].policyItem()}
 	} else {
 		b := buf[:0]
 		for i := range res.Policies {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, res.Policies[i].rule.policy...)
+			b = append(b, res.Policies[i].policyItem()...)
 		}
 		h[hdrPolicy] = []string{string(b)}
 		state = b[len(b):] // the rest of buf
@@ -126,12 +129,12 @@ func (res *Result) writeDraft(h http.Header) {
 		if len(state) > 0 {
 			state = append(state, ", "...)
 		}
-		state = append(state, p.rule.quoted...)
+		state = append(state, p.quotedName()...)
 		state = append(state, ";r="...)
 		state = strconv.AppendInt(state, int64(math.Floor(p.Remaining)), 10)
-		if p.Reset >= 0 {
+		if p.RetryIn >= 0 {
 			state = append(state, ";t="...)
-			state = strconv.AppendInt(state, p.Reset, 10)
+			state = strconv.AppendInt(state, p.RetryIn, 10)
 		}
 	}
 	if len(state) > 0 {
@@ -158,4 +161,26 @@ func (res *Result) constrained() *Policy {
 		}
 	}
 	return best
+}
+
+// policyItem is p's RateLimit-Policy item: precomputed by Check, else built.
+func (p *Policy) policyItem() string {
+	if p.policy != "" {
+		return p.policy
+	}
+	return policyItem(p.quotedName(), p.Quota, p.Window)
+}
+
+// quotedName is p's name as a structured-field string.
+func (p *Policy) quotedName() string {
+	if p.quoted != "" {
+		return p.quoted
+	}
+	return sfString(p.Name)
+}
+
+// policyItem is the RateLimit-Policy item of a rule: its quoted name, q and
+// w.
+func policyItem(quoted string, quota, window int64) string {
+	return quoted + ";q=" + strconv.FormatInt(quota, 10) + ";w=" + strconv.FormatInt(window, 10)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,5 +148,42 @@ func TestRetryAfterJitter(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Error("JitterSeed changes no client's Retry-After")
+	}
+}
+
+// A Result that a caller builds or decodes (the check API's JSON) holds no
+// hidden state: writing its headers and problem works as for Check's own.
+func TestDecodedResultWritesLikeCheck(t *testing.T) {
+	l, _ := newLimiter(t, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":2}}]}`, httplimit.Options{})
+	var res httplimit.Result
+	for range 3 {
+		res = l.Check(req("192.0.2.1:1", "/"))
+	}
+	if res.Allowed {
+		t.Fatalf("third request admitted: %+v", res)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded httplimit.Result
+	if err := json.Unmarshal(data, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		res  httplimit.Result
+	}{{"decoded", decoded}, {"built", httplimit.Result{Status: 429, DeniedBy: "x", Reason: httplimit.ReasonExceeded, RetryAfter: 3}}} {
+		want, got := httptest.NewRecorder(), httptest.NewRecorder()
+		if tc.name == "decoded" {
+			res.WriteProblem(want)
+		}
+		tc.res.WriteProblem(got)
+		if got.Code != 429 || got.Header().Get("Retry-After") != "3" && tc.name == "built" {
+			t.Errorf("%s: %d %v", tc.name, got.Code, got.Header())
+		}
+		if tc.name == "decoded" && (got.Body.String() != want.Body.String() || fmt.Sprint(got.Header()) != fmt.Sprint(want.Header())) {
+			t.Errorf("decoded Result writes\n%v %s\nCheck's writes\n%v %s", got.Header(), got.Body, want.Header(), want.Body)
+		}
 	}
 }

@@ -1,12 +1,16 @@
 package httplimit_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
 
@@ -30,8 +34,8 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// newLimiter parses doc and returns a Limiter on a virtual clock.
-func newLimiter(t *testing.T, doc string, opts httplimit.Options) (*httplimit.Limiter, *clock) {
+// newLimiter parses doc and returns a Middleware on a virtual clock.
+func newLimiter(t *testing.T, doc string, opts httplimit.Options) (*httplimit.Middleware, *clock) {
 	t.Helper()
 	rules, err := httplimit.ParseRules([]byte(doc))
 	if err != nil {
@@ -40,9 +44,9 @@ func newLimiter(t *testing.T, doc string, opts httplimit.Options) (*httplimit.Li
 	return newRuleLimiter(t, opts, rules...)
 }
 
-// newRuleLimiter returns a Limiter enforcing rules on a virtual clock,
+// newRuleLimiter returns a Middleware enforcing rules on a virtual clock,
 // unless opts has a clock.
-func newRuleLimiter(t *testing.T, opts httplimit.Options, rules ...httplimit.Rule) (*httplimit.Limiter, *clock) {
+func newRuleLimiter(t *testing.T, opts httplimit.Options, rules ...httplimit.Rule) (*httplimit.Middleware, *clock) {
 	t.Helper()
 	c := newClock()
 	if opts.Now == nil {
@@ -59,7 +63,7 @@ func newRuleLimiter(t *testing.T, opts httplimit.Options, rules ...httplimit.Rul
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 
 // serve sends one request through the middleware.
-func serve(l *httplimit.Limiter, r *http.Request) *httptest.ResponseRecorder {
+func serve(l *httplimit.Middleware, r *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	l.Handler(okHandler).ServeHTTP(w, r)
 	return w
@@ -88,3 +92,35 @@ func checkHeaders(t *testing.T, step string, w *httptest.ResponseRecorder, want 
 
 const perIP = `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
 	"algorithm_config":{"rps":10,"burst":20}}]}`
+
+// opaque is an Engine behind the engine.Limiter interface alone, as a store
+// that is neither an engine.TakerAt nor an engine.Retuner shows it; it
+// fails while down (if not nil) is set.
+type opaque struct {
+	e    *engine.Engine
+	down *atomic.Bool
+}
+
+func (o *opaque) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
+	var out [1]engine.Decision
+	_, err := o.TakeAll(ctx, []engine.Take{{Limiter: o, Key: key, N: n}}, out[:])
+	return out[0], err
+}
+
+func (o *opaque) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
+	if o.down != nil && o.down.Load() {
+		return -1, fmt.Errorf("store unreachable: %w", engine.ErrUnavailable)
+	}
+	inner := make([]engine.Take, len(takes))
+	for i, tk := range takes {
+		inner[i] = tk
+		if in, ok := tk.Limiter.(*opaque); ok {
+			inner[i].Limiter = in.e
+		}
+	}
+	return o.e.TakeAll(ctx, inner, out)
+}
+
+func (o *opaque) Limit() engine.Limit { return o.e.Limit() }
+func (o *opaque) Burst() float64      { return o.e.Burst() }
+func (o *opaque) Close() error        { return o.e.Close() }

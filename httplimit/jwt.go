@@ -62,7 +62,7 @@ type JWTStats struct {
 }
 
 // JWTStats returns the counts of rejected tokens since New.
-func (l *Limiter) JWTStats() JWTStats {
+func (l *Middleware) JWTStats() JWTStats {
 	c := &l.opts.jwtRejected
 	return JWTStats{Malformed: c.malformed.Load(), Signature: c.signature.Load(), Expired: c.expired.Load(),
 		NotYetValid: c.notYetValid.Load(), Claims: c.claims.Load(), Other: c.other.Load()}

@@ -81,7 +81,7 @@ func forged(claims map[string]any) string {
 }
 
 // newVerifyingLimiter is newLimiter with the issuer as Options.JWT.
-func newVerifyingLimiter(t *testing.T, doc string) (*httplimit.Limiter, *clock, *issuer) {
+func newVerifyingLimiter(t *testing.T, doc string) (*httplimit.Middleware, *clock, *issuer) {
 	t.Helper()
 	is := newIssuer()
 	l, c := newLimiter(t, doc, httplimit.Options{JWT: is})

@@ -6,17 +6,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/faucetgo/faucet/engine"
 )
 
-// HeaderSet selects the rate-limit header fields a Limiter writes.
+// HeaderSet selects the rate-limit header fields a Middleware writes.
 type HeaderSet uint8
 
 const (
@@ -54,11 +54,11 @@ const (
 	ReasonShadowPrefix = "shadow_"
 )
 
-// Options configures a Limiter; the zero value is usable.
+// Options configures a Middleware; the zero value is usable.
 type Options struct {
-	// Store keeps the buckets. nil: a MemoryStore with default options,
-	// owned (and closed) by the Limiter.
-	Store Store
+	// Store keeps the buckets. nil: NewMemoryStore with default options,
+	// owned (and closed) by the Middleware.
+	Store engine.Store
 	// Headers selects the header fields written; 0 means HeadersDraft.
 	Headers HeaderSet
 	// TrustedProxies are the networks of the proxies in front of the
@@ -90,8 +90,7 @@ type Options struct {
 
 // options is Options with defaults applied.
 type options struct {
-	store          Store
-	retuner        Retuner // store, if it is one
+	store          engine.Store
 	headers        HeaderSet
 	trustedProxies []netip.Prefix
 	forwarded      bool
@@ -145,11 +144,11 @@ func (o Options) resolve() (*options, error) {
 	return r, nil
 }
 
-// Limiter enforces a rule set on HTTP requests. It is safe for concurrent
+// Middleware enforces a rule set on HTTP requests. It is safe for concurrent
 // use; Reload swaps the rules while requests are being checked.
-type Limiter struct {
+type Middleware struct {
 	opts     *options
-	ownStore *MemoryStore // the default store, closed by Close
+	ownStore *engine.Pool // the default store, closed by Close
 	// set is the rule set in force; replaced whole by Reload.
 	set atomic.Pointer[ruleSet]
 
@@ -167,8 +166,8 @@ type ruleSet struct {
 // rule is a compiled Rule.
 type rule struct {
 	Rule
-	limit    Limit
-	handle   Handle
+	spec     engine.Spec
+	lim      engine.Limiter
 	keys     []keySpec
 	match    []matcher
 	cost     costSource
@@ -180,18 +179,17 @@ type rule struct {
 }
 
 // New validates rules (every problem at once, in a *ConfigError), binds them
-// to the store and returns a Limiter enforcing them.
-func New(rules []Rule, opts Options) (*Limiter, error) {
+// to the store and returns a Middleware enforcing them.
+func New(rules []Rule, opts Options) (*Middleware, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{opts: o, counters: map[string]*ruleCounters{}}
+	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}}
 	if o.store == nil {
 		l.ownStore = NewMemoryStore(MemoryOptions{})
 		o.store = l.ownStore
 	}
-	o.retuner, _ = o.store.(Retuner)
 	set, err := l.compile(rules)
 	if err != nil {
 		if l.ownStore != nil {
@@ -207,13 +205,13 @@ func New(rules []Rule, opts Options) (*Limiter, error) {
 // Checks never wait for it; one that runs meanwhile is decided under the old
 // rules or the new ones, on buckets that may already have their new rate
 // and burst. A rule whose name and limit_keys are unchanged keeps its
-// buckets. If its rate or burst changed and the store is a Retuner (as
-// MemoryStore is), each bucket keeps the tokens it holds at the reload,
-// capped at a smaller burst, and refills at the new rate from then on (see
-// engine.Engine.SetAt); with another store the rule starts with full
-// buckets. A rule with a new name or other limit_keys starts with full
+// buckets. If its rate or burst changed and its Limiter is an
+// engine.Retuner (as NewMemoryStore's are), each bucket keeps the tokens it
+// holds at the reload, capped at a smaller burst, and refills at the new rate
+// from then on (see engine.Engine.SetAt); with another store the rule starts
+// with full buckets. A rule with a new name or other limit_keys starts with full
 // buckets. Counters follow the rule's name.
-func (l *Limiter) Reload(rules []Rule) error {
+func (l *Middleware) Reload(rules []Rule) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -230,7 +228,7 @@ func (l *Limiter) Reload(rules []Rule) error {
 
 // Close releases the rules' buckets and, for the default store, stops its
 // engines' sweepers. Check keeps working with the last rules.
-func (l *Limiter) Close() error {
+func (l *Middleware) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -245,7 +243,7 @@ func (l *Limiter) Close() error {
 }
 
 // Rules returns the rules in force, defaults filled in.
-func (l *Limiter) Rules() []Rule {
+func (l *Middleware) Rules() []Rule {
 	set := l.set.Load()
 	out := make([]Rule, len(set.rules))
 	for i, r := range set.rules {
@@ -255,19 +253,19 @@ func (l *Limiter) Rules() []Rule {
 	return out
 }
 
-func (l *Limiter) release(set *ruleSet) {
+func (l *Middleware) release(set *ruleSet) {
 	for _, r := range set.rules {
-		l.opts.store.Release(r.handle)
+		l.opts.store.Release(r.lim)
 	}
 }
 
-func (l *Limiter) compile(rules []Rule) (*ruleSet, error) {
+func (l *Middleware) compile(rules []Rule) (*ruleSet, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.compileLocked(rules)
 }
 
-func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
+func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	rules, err := checkRules(in, l.opts)
 	if err != nil {
 		return nil, err
@@ -277,15 +275,15 @@ func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
 	for i := range rules {
 		r := &rule{Rule: rules[i]}
 		r.compileParts()
-		r.limit = Limit{ID: limitID(&r.Rule, l.opts.retuner == nil), Name: r.Name, Rate: r.Rate, Burst: r.Burst}
-		h, err := l.opts.store.Bind(r.limit)
+		r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
+		lim, err := l.opts.store.Bind(r.spec)
 		if err != nil {
 			for _, done := range set.rules {
-				l.opts.store.Release(done.handle)
+				l.opts.store.Release(done.lim)
 			}
 			return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
 		}
-		r.handle = h
+		r.lim = lim
 		if r.counters = l.counters[r.Name]; r.counters == nil {
 			r.counters = &ruleCounters{}
 			l.counters[r.Name] = r.counters
@@ -300,13 +298,18 @@ func (l *Limiter) compileLocked(in []Rule) (*ruleSet, error) {
 		}
 		set.groups[gi] = append(set.groups[gi], r)
 	}
-	// Every rule is bound: nothing can fail from here on. Retune changes
-	// the buckets of an ID bound with another rate or burst (by the old
-	// rules, or by another Limiter on the store), and nothing else.
-	if rt := l.opts.retuner; rt != nil {
-		now := l.opts.now()
-		for _, r := range set.rules {
-			rt.Retune(r.handle, r.limit, now)
+	// Every rule is bound, and Bind accepted every limit a Retuner must
+	// take: SetAt cannot fail from here on. It changes the buckets of an ID
+	// bound with another rate or burst (by the old rules, or by another
+	// Middleware on the store), and nothing else.
+	now := l.opts.now()
+	for _, r := range set.rules {
+		rt, ok := r.lim.(engine.Retuner)
+		if !ok || rt.Limit() == r.spec.Limit && rt.Burst() == r.spec.Burst {
+			continue
+		}
+		if err := rt.SetAt(now, r.spec.Limit, r.spec.Burst); err != nil {
+			return nil, fmt.Errorf("httplimit: the store bound rule %q to a limiter that refuses its limit: %w", r.Name, err)
 		}
 	}
 	return set, nil
@@ -374,25 +377,19 @@ func (r *rule) compileParts() {
 	r.shadow = r.Mode == modeShadow
 	r.closed = r.FailMode == failClosed
 	r.quoted = sfString(r.Name)
-	r.policy = r.quoted + ";q=" + strconv.FormatInt(int64(math.Floor(r.Burst)), 10) +
-		";w=" + strconv.FormatInt(int64(math.Ceil(r.Burst/r.Rate)), 10)
+	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))
 }
 
-// limitID names a rule's buckets: its name and a hash of its limit_keys
-// and, withLimit, of its rate and burst (Limit.ID).
-func limitID(r *Rule, withLimit bool) string {
+// limitID names a rule's buckets (engine.Spec.ID): its name and a hash of
+// its limit_keys. The rate and burst stay out: a store keeps the buckets of
+// an ID across a change of them, retuned in place or apart (engine.Store).
+func limitID(r *Rule) string {
 	h := sha256.New()
 	g := groupOf(r.LimitKeys)
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(len(g)))
 	h.Write(buf[:])
 	h.Write([]byte(g))
-	if withLimit {
-		binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Rate))
-		h.Write(buf[:])
-		binary.BigEndian.PutUint64(buf[:], math.Float64bits(r.Burst))
-		h.Write(buf[:])
-	}
 	return r.Name + "#" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 

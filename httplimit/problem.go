@@ -35,18 +35,17 @@ func (res *Result) Problem() *Problem {
 		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
 			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.Detail), Reason: res.Reason}
 	}
-	ru := res.denier
-	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
-		ViolatedPolicies: []string{ru.Name}, Reason: res.Reason}
-	limit := fmt.Sprintf("Rule %q allows %s tokens per second with bursts of %s", ru.Name, num(ru.Rate), num(ru.Burst))
-	if res.Reason == ReasonCostExceedsBurst {
-		var cost float64
-		for _, pol := range res.Policies {
-			if pol.rule == ru {
-				cost = pol.Cost
-			}
+	var denier Policy // zero if a caller's Result names no applied rule
+	for _, pol := range res.Policies {
+		if pol.Name == res.DeniedBy && pol.Mode == modeEnforce {
+			denier = pol
 		}
-		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(cost))
+	}
+	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
+		ViolatedPolicies: []string{res.DeniedBy}, Reason: res.Reason}
+	limit := fmt.Sprintf("Rule %q allows %s tokens per second with bursts of %s", res.DeniedBy, num(denier.Rate), num(denier.Burst))
+	if res.Reason == ReasonCostExceedsBurst {
+		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
 	} else {
 		p.Detail = fmt.Sprintf("%s; retry after %d s.", limit, res.RetryAfter)
 	}

@@ -1,10 +1,8 @@
 package httplimit_test
 
 import (
-	"context"
 	"errors"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +19,7 @@ func ipRule(name string, rate, burst float64) httplimit.Rule {
 
 // checkOne checks one request of the client 192.0.2.1 and returns the
 // policy of the first rule.
-func checkOne(t *testing.T, l *httplimit.Limiter) httplimit.Policy {
+func checkOne(t *testing.T, l *httplimit.Middleware) httplimit.Policy {
 	t.Helper()
 	res := l.Check(req("192.0.2.1:1", "/"))
 	if len(res.Policies) == 0 {
@@ -36,7 +34,7 @@ func checkOne(t *testing.T, l *httplimit.Limiter) httplimit.Policy {
 
 // drain checks requests of the client 192.0.2.1 at the clock's time until
 // one is denied, and returns how many were allowed.
-func drain(t *testing.T, l *httplimit.Limiter) int {
+func drain(t *testing.T, l *httplimit.Middleware) int {
 	t.Helper()
 	for n := 0; n < 1000; n++ {
 		if p := checkOne(t, l); p.Denied {
@@ -129,23 +127,23 @@ func TestReloadNewIdentityStartsFull(t *testing.T) {
 	}
 }
 
-// failingBind wraps a MemoryStore and fails Bind for the rule named fail.
+// failingBind wraps a store and fails Bind for the rule named fail.
 type failingBind struct {
-	*httplimit.MemoryStore
+	*engine.Pool
 	fail string
 }
 
-func (s *failingBind) Bind(l httplimit.Limit) (httplimit.Handle, error) {
-	if l.Name == s.fail {
+func (s *failingBind) Bind(spec engine.Spec) (engine.Limiter, error) {
+	if spec.Name == s.fail {
 		return nil, errors.New("store refuses")
 	}
-	return s.MemoryStore.Bind(l)
+	return s.Pool.Bind(spec)
 }
 
 // A reload that fails, in validation or in the store, changes nothing: the
 // old rate and burst stay in force and the buckets keep their tokens.
 func TestReloadFailureChangesNothing(t *testing.T) {
-	store := &failingBind{MemoryStore: httplimit.NewMemoryStore(httplimit.MemoryOptions{SweepInterval: -1}), fail: "boom"}
+	store := &failingBind{Pool: httplimit.NewMemoryStore(httplimit.MemoryOptions{SweepInterval: -1}), fail: "boom"}
 	defer store.Close()
 	l, clk := newRuleLimiter(t, httplimit.Options{Store: store}, ipRule("per-ip", 10, 20),
 		httplimit.Rule{Name: "other", LimitKeys: []string{"path"}, Rate: 1000, Burst: 1000})
@@ -243,77 +241,21 @@ func TestReloadFlippingLimitsUnderLoad(t *testing.T) {
 	}
 }
 
-// The memory store changes a bound limit's rate and burst only on Retune,
-// once, for every handle of the ID, and refuses at Bind what Retune could
-// not apply.
-func TestMemoryStoreRetune(t *testing.T) {
-	s := httplimit.NewMemoryStore(httplimit.MemoryOptions{SweepInterval: -1})
-	defer s.Close()
-	t0 := time.Unix(1_700_000_000, 0)
-	out := make([]engine.Decision, 1)
-	take := func(h httplimit.Handle, at time.Duration, n float64) engine.Decision {
-		t.Helper()
-		s.TakeAll(context.Background(), t0.Add(at), []httplimit.Take{{Handle: h, Key: "k", N: n}}, out)
-		return out[0]
-	}
-	slow := httplimit.Limit{ID: "r#1", Name: "r", Rate: 1, Burst: 10}
-	fast := httplimit.Limit{ID: "r#1", Name: "r", Rate: 4, Burst: 20}
-	a, _ := s.Bind(slow)
-	if d := take(a, 0, 10); !d.Allowed || d.Remaining != 0 {
-		t.Fatalf("draining: %+v", d)
-	}
-	if _, err := s.Bind(httplimit.Limit{ID: "r#1", Name: "r", Rate: 1, Burst: 0.5}); err == nil || !strings.Contains(err.Error(), `rule "r"`) {
-		t.Errorf("Bind of a bound ID with an invalid burst: %v", err)
-	}
-	b, err := s.Bind(fast)
-	if err != nil || b != a {
-		t.Fatalf("Bind of a bound ID with another limit: %v, %v; want the same handle", b, err)
-	}
-	if d := take(a, time.Second, 0); d.Remaining != 1 {
-		t.Errorf("bound, not yet retuned: Remaining %v after 1s, want 1 (1/s)", d.Remaining)
-	}
-	s.Retune(b, fast, t0.Add(time.Second))
-	s.Retune(a, fast, t0.Add(1500*time.Millisecond)) // already in force: nothing
-	if d := take(a, 2*time.Second, 0); d.Remaining != 5 {
-		t.Errorf("1s after the retune: Remaining %v, want 1 + 4", d.Remaining)
-	}
-	if d := take(a, time.Minute, 0); d.Remaining != 20 {
-		t.Errorf("a minute later: Remaining %v, want the new burst, 20", d.Remaining)
-	}
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Error("Retune to a limit Bind refuses did not panic")
-			}
-		}()
-		s.Retune(a, httplimit.Limit{ID: "r#1", Name: "r", Rate: 0, Burst: 20}, t0.Add(time.Minute))
-	}()
-	// The refused Bind took no reference: two releases drop the engine.
-	s.Release(a)
-	s.Release(b)
-	c, _ := s.Bind(slow)
-	if d := take(c, 2*time.Minute, 0); d.Remaining != 10 {
-		t.Errorf("after every release: Remaining %v, want a new engine's full bucket, 10", d.Remaining)
-	}
-}
-
-// recordingStore is a MemoryStore, a Retuner, that records the IDs bound.
+// recordingStore is a store that records the Specs bound.
 type recordingStore struct {
-	*httplimit.MemoryStore
-	ids []string
+	*engine.Pool
+	specs []engine.Spec
 }
 
-func (s *recordingStore) Bind(l httplimit.Limit) (httplimit.Handle, error) {
-	s.ids = append(s.ids, l.ID)
-	return s.MemoryStore.Bind(l)
+func (s *recordingStore) Bind(spec engine.Spec) (engine.Limiter, error) {
+	s.specs = append(s.specs, spec)
+	return s.Pool.Bind(spec)
 }
 
-// plainStore hides the Retune of the store it wraps, as a store that cannot
-// change a limit in place (redisstore's) has none.
-type plainStore struct{ httplimit.Store }
-
-// With a store that cannot retune, a changed rate or burst is a new ID and
-// the rule starts with full buckets; with a Retuner the ID stays.
+// The ID of a rule leaves its rate and burst out. With Limiters that can
+// retune (the memory store's) a changed rate or burst keeps the buckets'
+// tokens; with others (as redisstore's) the store keeps the new limit's
+// buckets apart and the rule starts with full ones.
 func TestReloadWithoutRetunerStartsFull(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -324,20 +266,23 @@ func TestReloadWithoutRetunerStartsFull(t *testing.T) {
 		{"not a retuner", true, 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recordingStore{MemoryStore: httplimit.NewMemoryStore(httplimit.MemoryOptions{SweepInterval: -1})}
-			defer rec.Close()
-			var store httplimit.Store = rec
+			pool := httplimit.NewMemoryStore(httplimit.MemoryOptions{SweepInterval: -1})
 			if tc.plain {
-				store = plainStore{rec}
+				pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
+					e, err := engine.New(engine.Config{Limit: spec.Limit, Burst: spec.Burst, SweepInterval: -1})
+					return &opaque{e: e}, err
+				})
 			}
-			l, clk := newRuleLimiter(t, httplimit.Options{Store: store}, ipRule("per-ip", 10, 20))
+			rec := &recordingStore{Pool: pool}
+			defer rec.Close()
+			l, clk := newRuleLimiter(t, httplimit.Options{Store: rec}, ipRule("per-ip", 10, 20))
 			drain(t, l)
 			clk.Add(500 * time.Millisecond)
 			if err := l.Reload([]httplimit.Rule{ipRule("per-ip", 10, 40)}); err != nil {
 				t.Fatal(err)
 			}
-			if same := rec.ids[0] == rec.ids[1]; same == tc.plain {
-				t.Errorf("IDs %q: the same %v, want %v", rec.ids, same, !tc.plain)
+			if rec.specs[0].ID != rec.specs[1].ID {
+				t.Errorf("IDs %q and %q differ: a change of burst renamed the rule's buckets", rec.specs[0].ID, rec.specs[1].ID)
 			}
 			if n := drain(t, l); n != tc.drained {
 				t.Errorf("after the reload %d passed, want %d", n, tc.drained)

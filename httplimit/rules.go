@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/fixedpoint"
 )
 
@@ -147,16 +148,8 @@ func isToken(s string) bool {
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
 
-// Engine domain (engine.Config), repeated here so that messages name the
-// rules' fields rather than the engine's.
-const (
-	minRate     = 1.0 / maxFillSecs
-	maxRate     = 1e9
-	minBurst    = 1
-	maxBurst    = 1e9
-	maxFillSecs = 366 * 86400
-	minCost     = 1.0 / fixedpoint.QuantaPerToken
-)
+// minCost is the smallest cost but 0: one quantum.
+const minCost = 1.0 / fixedpoint.QuantaPerToken
 
 // validate checks rules and reports every problem; it also fills defaults in
 // place, so rules must be the caller's own copy.
@@ -183,19 +176,36 @@ func validate(rules []Rule, p *problems) {
 
 func validateRule(r *Rule, i int, p *problems) {
 	bad := func(field, format string, args ...any) { p.add(r.Name, i, field, format, args...) }
+	validateName(r.Name, bad)
+	validateLimitKeys(r.LimitKeys, bad)
+	burstOK := validateLimit(r, bad)
+	validateCostSource(r, bad)
+	validateCosts(r, burstOK, bad)
+	validateMatch(r.Match, bad)
+	oneOf(&r.Mode, "mode", modeEnforce, modeShadow, bad)
+	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
+}
+
+// badFunc reports one problem with a rule's field.
+type badFunc = func(field, format string, args ...any)
+
+func validateName(name string, bad badFunc) {
 	switch {
-	case r.Name == "":
+	case name == "":
 		bad("name", "required: a non-empty string")
-	case len(r.Name) > maxNameLen:
-		bad("name", "must be at most %d bytes, got %d", maxNameLen, len(r.Name))
-	case strings.IndexFunc(r.Name, func(c rune) bool { return c < 0x20 || c > 0x7e }) >= 0:
+	case len(name) > maxNameLen:
+		bad("name", "must be at most %d bytes, got %d", maxNameLen, len(name))
+	case strings.IndexFunc(name, func(c rune) bool { return c < 0x20 || c > 0x7e }) >= 0:
 		bad("name", "must be printable ASCII (it becomes a header value)")
 	}
-	if len(r.LimitKeys) == 0 {
+}
+
+func validateLimitKeys(keys []string, bad badFunc) {
+	if len(keys) == 0 {
 		bad("limit_keys", "required: a non-empty list such as [\"ip:address\"]")
 	}
 	seen := map[keySpec]bool{}
-	for j, k := range r.LimitKeys {
+	for j, k := range keys {
 		spec, msg := parseKey(k, false)
 		field := "limit_keys[" + itoa(j) + "]"
 		if msg != "" {
@@ -205,26 +215,37 @@ func validateRule(r *Rule, i int, p *problems) {
 		}
 		seen[spec] = true
 	}
+}
+
+// validateLimit checks the rate and burst against the engine's domain, with
+// the rules' names for its fields, and reports whether the burst is valid.
+func validateLimit(r *Rule, bad badFunc) (burstOK bool) {
 	rf := r.rateField
 	if rf == "" {
 		rf = "tokens_per_second"
 	}
 	rf = "algorithm_config." + rf
-	rateOK := isFinite(r.Rate) && r.Rate >= minRate && r.Rate <= maxRate
-	if !rateOK {
-		bad(rf, "must be between 1/31622400 (one token per 366 days) and 1e9 tokens per second, got %v", r.Rate)
+	rateOK, burstOK := true, true
+	for _, le := range engine.LimitErrors(engine.CheckLimit(engine.Limit(r.Rate), r.Burst)) {
+		switch le.Field {
+		case "Limit":
+			rateOK = false
+			bad(rf, "must %s, got %s", le.Must, le.Got)
+		case "Burst":
+			burstOK = false
+			bad("algorithm_config.burst", "must %s, got %s", le.Must, le.Got)
+		default:
+			bad("algorithm_config.burst", "burst/rate must %s, got %s", le.Must, le.Got)
+		}
 	}
-	switch b := r.Burst; {
-	case !isFinite(b) || b < minBurst || b > maxBurst:
-		bad("algorithm_config.burst", "must be between 1 and 1e9 tokens, got %v", b)
-	case math.Round(b*1000)/1000 != b:
-		bad("algorithm_config.burst", "must be a multiple of 0.001 tokens, got %v", b)
-	case rateOK && b < r.Rate:
-		bad("algorithm_config.burst", "must be at least the rate (%v), got %v", r.Rate, b)
-	case rateOK && b/r.Rate > maxFillSecs:
-		bad("algorithm_config.burst", "burst/rate, the time to refill an empty bucket, must be at most 366 days, got %.6g s", b/r.Rate)
+	if rateOK && burstOK && r.Burst < r.Rate {
+		bad("algorithm_config.burst", "must be at least the rate (%v), got %v", r.Rate, r.Burst)
 	}
-	burstOK := isFinite(r.Burst) && r.Burst >= minBurst && r.Burst <= maxBurst
+	return burstOK
+}
+
+// validateCostSource checks cost_source and fills its default, "fixed".
+func validateCostSource(r *Rule, bad badFunc) {
 	switch cs := r.CostSource; {
 	case cs == "" || cs == "fixed":
 		r.CostSource = "fixed"
@@ -239,15 +260,17 @@ func validateRule(r *Rule, i int, p *problems) {
 	default:
 		bad("algorithm_config.cost_source", `must be "fixed", "header:<name>" or "query:<name>", got %s`, quote(cs))
 	}
-	validateCosts(r, burstOK, bad)
-	for _, k := range sortedKeys(r.Match) {
+}
+
+func validateMatch(match map[string][]string, bad badFunc) {
+	for _, k := range sortedKeys(match) {
 		field := "match." + k
 		spec, msg := parseKey(k, true)
 		if msg != "" {
 			bad("match", "%s", msg)
 			continue
 		}
-		vals := r.Match[k]
+		vals := match[k]
 		if len(vals) == 0 {
 			bad(field, "must list at least one value")
 		}
@@ -259,13 +282,11 @@ func validateRule(r *Rule, i int, p *problems) {
 			}
 		}
 	}
-	oneOf(&r.Mode, "mode", modeEnforce, modeShadow, bad)
-	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
 }
 
 // validateCosts checks the cost fields and fills their defaults: 1 for
 // fixed_cost and default_cost, default_cost for min_cost.
-func validateCosts(r *Rule, burstOK bool, bad func(field, format string, args ...any)) {
+func validateCosts(r *Rule, burstOK bool, bad badFunc) {
 	const pre = "algorithm_config."
 	// check reports whether v is a cost the limiter can charge as written.
 	check := func(field string, v float64) bool {
@@ -322,7 +343,7 @@ func validateCosts(r *Rule, burstOK bool, bad func(field, format string, args ..
 }
 
 // oneOf checks an enumerated field with two values, the first the default.
-func oneOf(v *string, field, def, other string, bad func(field, format string, args ...any)) {
+func oneOf(v *string, field, def, other string, bad badFunc) {
 	switch *v {
 	case "":
 		*v = def

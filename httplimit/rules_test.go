@@ -325,7 +325,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`(rules[5]): limit_keys: required: a non-empty list`,
 			`(rules[5]): algorithm_config.tokens_per_second: required`,
 			`rule "e" (rules[6]): limit_keys[0]: JWT claim name must not be empty`,
-			`rule "e" (rules[6]): algorithm_config.burst: burst/rate, the time to refill an empty bucket, must be at most 366 days`,
+			`rule "e" (rules[6]): algorithm_config.burst: burst/rate must be at most 366 days (31622400 s), the time to refill an empty bucket`,
 			`rule "f" (rules[7]): limit_keys[0]: query parameter name must not be empty`,
 			`rule "f" (rules[7]): algorithm_config.fixed_cost: must be at most the burst (5)`,
 			`rules[8]: a rule must be an object, got a string`,

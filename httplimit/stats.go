@@ -1,6 +1,15 @@
 package httplimit
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// statser is a Limiter that counts its buckets: the Engine.
+type statser interface {
+	Stats() engine.Stats
+}
 
 // ruleCounters count one rule's decisions; they belong to the rule's name and
 // survive reloads.
@@ -25,9 +34,9 @@ type RuleStats struct {
 	// FailedOpen and FailedClosed count requests the store could not decide,
 	// admitted (fail_mode open) or answered 503.
 	FailedOpen, FailedClosed uint64
-	// Live, Evicted and Overflow are the store's bucket counts for the
-	// rule (BucketCounts), when HasBuckets (the store implements
-	// BucketStatser).
+	// Live, Evicted and Overflow are the rule's bucket counts (see
+	// engine.Stats), when HasBuckets: when its Limiter can count them, as
+	// an engine.Engine can.
 	Live       int
 	Evicted    uint64
 	Overflow   uint64
@@ -35,18 +44,16 @@ type RuleStats struct {
 }
 
 // Stats returns the counters of the rules in force, in rule order.
-func (l *Limiter) Stats() []RuleStats {
+func (l *Middleware) Stats() []RuleStats {
 	set := l.set.Load()
-	bs, _ := l.opts.store.(BucketStatser)
 	out := make([]RuleStats, len(set.rules))
 	for i, r := range set.rules {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
-		if bs != nil {
-			var c BucketCounts
-			c, s.HasBuckets = bs.BucketStats(r.handle)
-			s.Live, s.Evicted, s.Overflow = c.Live, c.Evicted, c.Overflow
+		if st, ok := r.lim.(statser); ok {
+			es := st.Stats()
+			s.Live, s.Evicted, s.Overflow, s.HasBuckets = es.Live, es.Evicted, es.Overflow, true
 		}
 		out[i] = s
 	}

@@ -2,7 +2,6 @@ package httplimit_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,24 +16,29 @@ import (
 	"github.com/faucetgo/faucet/httplimit"
 )
 
-// brokenStore wraps a MemoryStore and fails TakeAll while down is set.
+// brokenStore is a memory store whose Limiters fail TakeAll while down is
+// set.
 type brokenStore struct {
-	*httplimit.MemoryStore
+	*engine.Pool
 	down atomic.Bool
 }
 
-func (s *brokenStore) TakeAll(ctx context.Context, now time.Time, takes []httplimit.Take, out []engine.Decision) (int, error) {
-	if s.down.Load() {
-		return 0, errors.New("store unreachable")
-	}
-	return s.MemoryStore.TakeAll(ctx, now, takes, out)
+func newBrokenStore() *brokenStore {
+	s := &brokenStore{}
+	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
+		e, err := engine.New(engine.Config{Limit: spec.Limit, Burst: spec.Burst})
+		if err != nil {
+			return nil, err
+		}
+		return &opaque{e: e, down: &s.down}, nil
+	})
+	return s
 }
-
 func TestFailOpenAndClosed(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"open","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":1}},
 	 {"name":"closed","limit_keys":["path"],"match":{"path_prefix":"/pay/"},"fail_mode":"closed","algorithm_config":{"rps":1,"burst":1}}]}`
-	store := &brokenStore{MemoryStore: httplimit.NewMemoryStore(httplimit.MemoryOptions{})}
+	store := newBrokenStore()
 	var errs atomic.Int64
 	l, _ := newLimiter(t, doc, httplimit.Options{Store: store, OnStoreError: func(error) { errs.Add(1) }})
 	store.down.Store(true)
@@ -56,7 +60,7 @@ func TestFailOpenAndClosed(t *testing.T) {
 	if w := serve(l, req("192.0.2.1:1", "/pay/x")); w.Code != 200 {
 		t.Errorf("store back: %d, want 200", w.Code)
 	}
-	// The Limiter does not own a store it was given.
+	// The Middleware does not own a store it was given.
 	l.Close()
 	store.Close()
 }
@@ -64,25 +68,24 @@ func TestFailOpenAndClosed(t *testing.T) {
 func TestMemoryStoreBindsByID(t *testing.T) {
 	s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: 10})
 	defer s.Close()
-	lim := httplimit.Limit{ID: "r#1", Name: "r", Rate: 1, Burst: 2}
-	a, _ := s.Bind(lim)
-	b, _ := s.Bind(lim)
-	out := make([]engine.Decision, 1)
-	now := time.Unix(0, 0)
-	s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: a, Key: "k", N: 2}}, out)
-	if d, _ := s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: b, Key: "k", N: 1}}, out); d != 0 {
-		t.Errorf("second handle of one ID does not share buckets: %d", d)
+	spec := engine.Spec{ID: "r#1", Name: "r", Limit: 1, Burst: 2}
+	a, _ := s.Bind(spec)
+	b, _ := s.Bind(spec)
+	ctx := context.Background()
+	a.Take(ctx, "k", 2)
+	if d, _ := b.Take(ctx, "k", 1); d.Allowed {
+		t.Errorf("two Binds of one ID do not share buckets: %+v", d)
 	}
 	s.Release(a)
-	if c, ok := s.BucketStats(b); !ok || c.Live != 1 {
-		t.Errorf("after one release: %+v ok %v, want the bucket kept", c, ok)
+	if st := b.(*engine.Engine).Stats(); st.Live != 1 {
+		t.Errorf("after one release: %+v, want the bucket live", st)
 	}
 	s.Release(b)
-	c, _ := s.Bind(lim)
-	if d, _ := s.TakeAll(context.Background(), now, []httplimit.Take{{Handle: c, Key: "k", N: 2}}, out); d != -1 {
-		t.Errorf("after every release the ID starts afresh: %d", d)
+	c, _ := s.Bind(spec)
+	if d, _ := c.Take(ctx, "k", 2); !d.Allowed {
+		t.Errorf("after every release the ID's buckets start full: %+v", d)
 	}
-	if _, err := s.Bind(httplimit.Limit{ID: "bad#2", Name: "bad", Rate: 1, Burst: 0.5}); err == nil || !strings.Contains(err.Error(), `rule "bad"`) {
+	if _, err := s.Bind(engine.Spec{ID: "bad#2", Name: "bad", Limit: 1, Burst: 0.5}); err == nil || !strings.Contains(err.Error(), `"bad"`) {
 		t.Errorf("Bind of an invalid limit: %v", err)
 	}
 }

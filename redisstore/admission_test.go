@@ -35,7 +35,7 @@ func TestExactAdmissionAcrossClients(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for denials := 0; denials < 5; {
-					d, err := l.AllowN(context.Background(), "shared", 1)
+					d, err := l.Take(context.Background(), "shared", 1)
 					if err != nil {
 						failed.Add(1)
 						return

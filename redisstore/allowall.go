@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,60 +9,81 @@ import (
 	"github.com/faucetgo/faucet/engine"
 )
 
-// Take is one part of an AllowAll: N tokens from Key's bucket of Limiter (nil
-// means the Limiter AllowAll is called on).
-type Take struct {
-	Limiter *Limiter
-	Key     string
-	N       float64
-}
-
-// ErrShortOut is returned by AllowAll when out has fewer decisions than
-// takes.
-var ErrShortOut = errors.New("redisstore: out is shorter than takes")
-
-// AllowAll takes every take's tokens, or none, and fills out as
-// engine.AllowAllAt does: when all are taken out[i] is what AllowN would have
-// returned, and denied is -1; when take k is denied nothing is consumed,
-// no out[i].Allowed is true, out[i] reports bucket i with the wait until take
-// i alone would pass, and denied is k. A take that can never pass (N above
-// its Burst, negative, NaN) is reported before anything is taken.
+// TakeAll takes every take's tokens, or none, and fills out as
+// engine.Engine.TakeAllAt does: when all are taken out[i] is what Take would
+// have returned, and denied is -1; when take k is denied nothing is
+// consumed, no out[i].Allowed is true, out[i] reports bucket i with the wait
+// until take i alone would pass, and denied is k. A take that can never pass
+// (N above its Burst, negative, NaN) is reported before anything is taken.
+//
+// Every takes[i].Limiter must be a non-nil *Limiter on the same client as l
+// (the client value given to New or NewGoRedis): otherwise the error wraps
+// engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An
+// out shorter than takes is engine.ErrShortOut; a nil l is
+// engine.ErrNilLimiter.
 //
 // When every key maps to one Redis Cluster hash slot (with a standalone
 // server too: the rule does not depend on the deployment) the call is one
 // script, atomic: no other caller sees a partial state. Otherwise the takes
 // are made one script each, in order, and a denial gives back the earlier
 // ones in reverse order, each less the refill its bucket received since the
-// take, as engine.AllowAll does: while the call runs another caller may be
-// denied for tokens about to be given back, but no bucket ever admits more
-// than it would have had the call never been made. If the store fails after
-// some takes were made, the give-backs are attempted; a give-back that fails
-// leaves its tokens spent (under-admission of at most that take's N).
+// take, as engine.Engine.TakeAllAt does: while the call runs another caller
+// may be denied for tokens about to be given back, but no bucket ever admits
+// more than it would have had the call never been made. If the store fails
+// after some takes were made, the give-backs are attempted; a give-back that
+// fails leaves its tokens spent (under-admission of at most that take's N).
 //
-// A non-nil error means the store failed; out and denied are then the answer
-// of the policies: any FailClosed take denies the call, Fallback takes are
-// decided together by their local engines (all or none), FailOpen takes are
-// allowed.
-func (l *Limiter) AllowAll(ctx context.Context, takes []Take, out []engine.Decision) (denied int, err error) {
-	denied, _, err = l.allowAll(ctx, takes, out)
+// A store failure is an error, classified as Take's are: it wraps
+// engine.ErrUnavailable when nothing was taken for certain (every take
+// given back, and the failed script not run or unable to take), else
+// engine.ErrOutcomeUnknown. out and denied are then the answer of the
+// policies: any FailClosed take denies the call, Fallback takes are decided
+// together by their local engines (all or none), FailOpen takes are allowed.
+// When every take's policy is Fallback the local engines decided the whole
+// call: the error also wraps engine.ErrFallback, and out stands.
+func (l *Limiter) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (denied int, err error) {
+	denied, _, err = l.takeAll(ctx, takes, out)
 	return denied, err
 }
 
-// allowAll is AllowAll that also returns the server's time of the (last)
-// script, for tests that replay decisions through an engine.
-func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decision) (denied int, now time.Time, err error) {
+// limiterOf is the Limiter of a take that checkTakes accepted.
+func limiterOf(tk *engine.Take) *Limiter {
+	tl, _ := tk.Limiter.(*Limiter)
+	return tl
+}
+
+// checkTakes refuses the calls of TakeAll that are programming errors.
+func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
+	if l == nil {
+		return engine.ErrNilLimiter
+	}
 	if len(out) < len(takes) {
-		return -1, now, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+		return fmt.Errorf("redisstore: %w: %d takes, %d decisions", engine.ErrShortOut, len(takes), len(out))
+	}
+	for i := range takes {
+		switch tl, ok := takes[i].Limiter.(*Limiter); {
+		case takes[i].Limiter == nil || ok && tl == nil:
+			return fmt.Errorf("redisstore: %w: takes[%d]", engine.ErrNilLimiter, i)
+		case !ok:
+			return fmt.Errorf("redisstore: %w: takes[%d] is a %T, not a *redisstore.Limiter", engine.ErrForeignTake, i, takes[i].Limiter)
+		case tl.conn != l.conn:
+			return fmt.Errorf("redisstore: %w: takes[%d] is a Limiter on another client", engine.ErrForeignTake, i)
+		}
+	}
+	return nil
+}
+
+// takeAll is TakeAll that also returns the server's time of the (last)
+// script, for tests that replay decisions through an engine.
+func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (denied int, now time.Time, err error) {
+	if err := l.checkTakes(takes, out); err != nil {
+		return -1, now, err
 	}
 	if len(takes) == 0 {
 		return -1, now, nil
 	}
 	if len(takes) == 1 {
-		tl := takes[0].Limiter
-		if tl == nil {
-			tl = l
-		}
-		d, now, err := tl.allowOne(ctx, takes[0].Key, takes[0].N)
+		d, now, err := limiterOf(&takes[0]).allowOne(ctx, takes[0].Key, takes[0].N)
 		out[0] = d
 		if d.Allowed {
 			return -1, now, err
@@ -75,10 +95,7 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 	never := -1
 	slot, sameSlot := -1, true
 	for i := range takes {
-		tl := takes[i].Limiter
-		if tl == nil {
-			tl = l
-		}
+		tl := limiterOf(&takes[i])
 		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N, cost: tl.scriptCost(takes[i].N)}
 		if c.cost == tl.s.u.never() && never < 0 {
 			never = i
@@ -99,12 +116,13 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 				}
 			}
 			if !sameSlot {
-				return l.peekEach(ctx, takes, calls, out, never)
+				return l.peekEach(ctx, takes, calls, out, never, true)
 			}
 		}
 		denied, now, err = l.script(ctx, calls, out)
 		if err != nil {
-			return l.failed(takes, out), now, err
+			denied, err = l.fail(takes, out, err, unsent(err) || !anyTakes(calls))
+			return denied, now, err
 		}
 		if never >= 0 {
 			denied = never
@@ -113,6 +131,16 @@ func (l *Limiter) allowAll(ctx context.Context, takes []Take, out []engine.Decis
 		return denied, now, nil
 	}
 	return l.sequence(ctx, takes, calls, out)
+}
+
+// anyTakes reports whether any of calls can take tokens.
+func anyTakes(calls []call) bool {
+	for _, c := range calls {
+		if c.l.s.u.takes(c.cost) {
+			return true
+		}
+	}
+	return false
 }
 
 // call is one take in the script's terms.
@@ -181,7 +209,7 @@ func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Deci
 
 // sequence makes takes on different slots one script each, giving back the
 // earlier ones when one is denied.
-func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out []engine.Decision) (int, time.Time, error) {
+func (l *Limiter) sequence(ctx context.Context, takes []engine.Take, calls []call, out []engine.Decision) (int, time.Time, error) {
 	var now time.Time
 	for i := range calls {
 		k, t, err := l.script(ctx, calls[i:i+1], out[i:i+1])
@@ -189,9 +217,10 @@ func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out 
 		if err == nil && k < 0 {
 			continue
 		}
-		l.giveBack(ctx, calls[:i])
+		gaveBack := l.giveBack(ctx, calls[:i])
 		if err != nil {
-			return l.failed(takes, out), now, err
+			denied, err := l.fail(takes, out, err, gaveBack && (unsent(err) || !anyTakes(calls[i:i+1])))
+			return denied, now, err
 		}
 		// Report every other take as denied, its bucket as it is now.
 		for j := range calls {
@@ -199,15 +228,16 @@ func (l *Limiter) sequence(ctx context.Context, takes []Take, calls []call, out 
 				calls[j].cost += calls[j].l.s.u.capacity + 1
 			}
 		}
-		return l.peekEach(ctx, takes, calls, out, i)
+		return l.peekEach(ctx, takes, calls, out, i, gaveBack)
 	}
 	count(calls, out, -1)
 	return -1, now, nil
 }
 
 // peekEach fills out for calls whose costs all make the script report
-// without taking, one key at a time, and counts a denial at k.
-func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out []engine.Decision, k int) (int, time.Time, error) {
+// without taking, one key at a time, and counts a denial at k. gaveBack
+// reports that the call holds no tokens: a failure then took nothing.
+func (l *Limiter) peekEach(ctx context.Context, takes []engine.Take, calls []call, out []engine.Decision, k int, gaveBack bool) (int, time.Time, error) {
 	var now time.Time
 	for j := range calls {
 		if j == k && calls[j].cost <= calls[j].l.s.u.capacity {
@@ -215,7 +245,8 @@ func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out 
 		}
 		_, t, err := l.script(ctx, calls[j:j+1], out[j:j+1])
 		if err != nil {
-			return l.failed(takes, out), t, err
+			denied, err := l.fail(takes, out, err, gaveBack)
+			return denied, t, err
 		}
 		now = t
 	}
@@ -223,8 +254,10 @@ func (l *Limiter) peekEach(ctx context.Context, takes []Take, calls []call, out 
 	return k, now, nil
 }
 
-// giveBack refunds calls in reverse order.
-func (l *Limiter) giveBack(ctx context.Context, calls []call) {
+// giveBack refunds calls in reverse order, and reports whether every
+// refund was made.
+func (l *Limiter) giveBack(ctx context.Context, calls []call) bool {
+	all := true
 	for i := len(calls) - 1; i >= 0; i-- {
 		c := calls[i]
 		if c.cost == 0 {
@@ -233,8 +266,11 @@ func (l *Limiter) giveBack(ctx context.Context, calls []call) {
 		s := c.l.s
 		args := []string{s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10), strconv.FormatInt(c.at, 10)}
 		// A failed give-back leaves the tokens spent: never more admission.
-		_, _ = l.call(ctx, refundLua, []string{c.key}, args)
+		if _, err := l.call(ctx, refundLua, []string{c.key}, args); err != nil {
+			all = false
+		}
 	}
+	return all
 }
 
 // count counts each take once in its Limiter's Stats.
@@ -249,20 +285,24 @@ func count(calls []call, out []engine.Decision, denied int) {
 	}
 }
 
-// tl0 is the engine of the first local take.
-func tl0(local []engine.Take) engine.Limiter { return local[0].Limiter }
+// fail answers a call the store could not decide by the policies (failed)
+// and returns the denied index and the error to return: err classified by
+// storeError, nothingTaken telling whether the call certainly holds no
+// tokens.
+func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	denied, fellBack := l.failed(takes, out)
+	return denied, storeError(err, nothingTaken, fellBack)
+}
 
 // failed fills out with the policies' answer for a call the store could not
-// decide, and returns the denied index.
-func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
-	denied := -1
+// decide, and returns the denied index and whether the local engines
+// decided the whole call (every take's policy is Fallback).
+func (l *Limiter) failed(takes []engine.Take, out []engine.Decision) (denied int, fellBack bool) {
+	denied = -1
 	var local []engine.Take
 	var where []int
 	for i := range takes {
-		tl := takes[i].Limiter
-		if tl == nil {
-			tl = l
-		}
+		tl := limiterOf(&takes[i])
 		tl.stats.storeErrors.Add(1)
 		switch tl.s.OnFailure {
 		case FailOpen:
@@ -288,7 +328,7 @@ func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
 		} else {
 			dec := make([]engine.Decision, len(local))
 			// The fallback engines are valid takes of a long enough out.
-			if k, _ := tl0(local).TakeAll(context.Background(), local, dec); k >= 0 {
+			if k, _ := local[0].Limiter.TakeAll(context.Background(), local, dec); k >= 0 {
 				denied = where[k]
 			}
 			for j, i := range where {
@@ -301,5 +341,5 @@ func (l *Limiter) failed(takes []Take, out []engine.Decision) int {
 			out[i].Allowed = false
 		}
 	}
-	return denied
+	return denied, len(local) == len(takes)
 }

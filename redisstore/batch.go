@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,7 @@ const (
 	gone
 )
 
-// allowOne is AllowN: through the batcher, or alone when the Limiter does
+// allowOne is Take: through the batcher, or alone when the Limiter does
 // not batch. It returns the server's time of the decision (zero on a store
 // failure).
 func (l *Limiter) allowOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
@@ -94,10 +95,15 @@ func (l *Limiter) await(p *pending) {
 		case <-p.done:
 			return
 		case <-stop:
-			// If its batch was already sent the check may still be made
-			// (see the package documentation, Failure).
+			if l.batch.remove(p) {
+				// Still queued: never sent.
+				p.d, p.err = l.failedOne(p, unsentError{p.ctx.Err()})
+				return
+			}
+			// In a batch already: if it was sent the check may still be
+			// made (see the package documentation, Failure).
 			if p.state.CompareAndSwap(waiting, gone) {
-				p.d, p.err = l.failedOne(p), p.ctx.Err()
+				p.d, p.err = l.failedOne(p, p.ctx.Err())
 				return
 			}
 		}
@@ -105,11 +111,25 @@ func (l *Limiter) await(p *pending) {
 	<-p.done
 }
 
-// failedOne is the policy's answer for p.
-func (l *Limiter) failedOne(p *pending) engine.Decision {
+// remove takes p out of the queue, if it is still there, and marks it gone.
+func (b *batcher) remove(p *pending) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.Index(b.queue, p)
+	if i < 0 {
+		return false
+	}
+	b.queue = slices.Delete(b.queue, i, i+1)
+	p.state.Store(gone)
+	return true
+}
+
+// failedOne counts p as a store failure and returns the policy's answer and
+// the error to return for err (see storeError).
+func (l *Limiter) failedOne(p *pending, err error) (engine.Decision, error) {
 	var out [1]engine.Decision
-	l.failed([]Take{{Limiter: l, Key: p.key, N: p.n}}, out[:])
-	return out[0]
+	_, err = l.fail([]engine.Take{{Limiter: l, Key: p.key, N: p.n}}, out[:], err, unsent(err) || !l.s.u.takes(p.cost))
+	return out[0], err
 }
 
 // send runs one batch, answers its checks, and hands its slot to the next
@@ -122,7 +142,7 @@ func (l *Limiter) send(batch []*pending, queued bool) {
 		case p.state.Load() == gone:
 		case queued && p.ctx.Err() != nil:
 			// Its caller is about to leave: answer it without asking.
-			l.finish(p, engine.Decision{}, 0, p.ctx.Err())
+			l.finish(p, engine.Decision{}, 0, unsentError{p.ctx.Err()})
 		default:
 			live = append(live, p)
 		}
@@ -189,15 +209,15 @@ func (l *Limiter) runBatch(batch []*pending, queued bool) {
 }
 
 // finish answers p unless its caller has gone: with d, or on err with the
-// policy's answer, and counts it.
+// policy's answer and the classified error (failedOne), and counts it.
 func (l *Limiter) finish(p *pending, d engine.Decision, now int64, err error) {
 	if !p.state.CompareAndSwap(waiting, answered) {
 		return
 	}
-	p.now, p.err = now, err
+	p.now = now
 	switch {
 	case err != nil:
-		p.d = l.failedOne(p)
+		p.d, p.err = l.failedOne(p, err)
 	case d.Allowed:
 		p.d = d
 		l.stats.allowed.Add(1)

@@ -51,7 +51,7 @@ func TestBatchesShareScripts(t *testing.T) {
 		out := make([]engine.Decision, 200)
 		errs := make([]error, 200)
 		for i := range out {
-			wg.Go(func() { out[i], errs[i] = l.AllowN(context.Background(), "hot", 1) })
+			wg.Go(func() { out[i], errs[i] = l.Take(context.Background(), "hot", 1) })
 		}
 		if tc.maxBatch == 0 {
 			queued(t, l, 200-maxInFlight)
@@ -108,7 +108,7 @@ func TestBatchCallerGivesUp(t *testing.T) {
 	s.signal(syscall.SIGSTOP)
 	var wg sync.WaitGroup
 	for range maxInFlight {
-		wg.Go(func() { l.AllowN(context.Background(), "busy", 1) })
+		wg.Go(func() { l.Take(context.Background(), "busy", 1) })
 	}
 	for {
 		l.batch.mu.Lock()
@@ -121,9 +121,12 @@ func TestBatchCallerGivesUp(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	d, err := l.AllowN(ctx, "quitter", 2)
+	d, err := l.Take(ctx, "quitter", 2)
 	if !errors.Is(err, context.DeadlineExceeded) || !d.Allowed || d.Remaining != 5 {
 		t.Fatalf("gave up: %+v, %v; want FailOpen's answer and the deadline", d, err)
+	}
+	if class(t, err) != engine.ErrUnavailable {
+		t.Fatalf("gave up while queued: %v; want unavailable: it was never sent", err)
 	}
 	s.signal(syscall.SIGCONT)
 	wg.Wait()
@@ -180,7 +183,7 @@ func TestBatchFailsByPolicy(t *testing.T) {
 	out := make([]engine.Decision, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { out[i], errs[i] = l.AllowN(context.Background(), "k", 1) })
+		wg.Go(func() { out[i], errs[i] = l.Take(context.Background(), "k", 1) })
 	}
 	queued(t, l, n-maxInFlight)
 	c.Close()
@@ -190,6 +193,7 @@ func TestBatchFailsByPolicy(t *testing.T) {
 		if errs[i] == nil || out[i].Allowed || out[i].RetryAfter != 20*time.Second {
 			t.Fatalf("check %d: %+v, %v; want FailClosed's denial and an error", i, out[i], errs[i])
 		}
+		class(t, errs[i])
 	}
 	st := l.Stats()
 	if st.StoreErrors != n || st.FailedClosed != n || st.Allowed+st.Denied != 0 {

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// BenchmarkAllowN measures one decision against a local redis-server through
+// BenchmarkTake measures one decision against a local redis-server through
 // each client, with a given number of concurrent callers, each on its own
 // keys (1024 keys in all, so that the server, not one hot key, is measured).
 // Names split for benchstat: client=..., callers=....
-func BenchmarkAllowN(b *testing.B) {
+func BenchmarkTake(b *testing.B) {
 	s := startRedis(b)
 	for _, client := range []string{"rueidis", "go-redis"} {
 		var l *Limiter
@@ -39,7 +39,7 @@ func BenchmarkAllowN(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					i := int(next.Add(1)) * 61
 					for pb.Next() {
-						if _, err := l.AllowN(context.Background(), keys[i%len(keys)], 1); err != nil {
+						if _, err := l.Take(context.Background(), keys[i%len(keys)], 1); err != nil {
 							failed.Add(1)
 						}
 						i++

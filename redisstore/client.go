@@ -35,6 +35,11 @@ type client interface {
 	// sharded reports a client that spreads keys over several servers (a
 	// cluster's), where one script's keys must share a hash slot.
 	sharded() bool
+	// conn is the client value the Limiter was given: Limiters whose conns
+	// are equal share a connection, and TakeAll decides them together.
+	conn() any
+	// unsent reports that err, from run, means the script did not run.
+	unsent(err error) bool
 }
 
 // errReply reports a reply that is not the scripts' array of integers.
@@ -48,6 +53,12 @@ func (r rueClient) run(ctx context.Context, s script, keys, args []string) ([]in
 
 func (r rueClient) sharded() bool { return r.c.Mode() == rueidis.ClientModeCluster }
 
+func (r rueClient) conn() any { return r.c }
+
+// unsent trusts refused: rueidis makes one attempt at a script (it retries
+// only read-only commands, and EVAL after NOSCRIPT, which did not run).
+func (r rueClient) unsent(err error) bool { return refused(err) }
+
 type goRedisClient struct{ c redis.UniversalClient }
 
 // sharded is false only for the one client type known to talk to one
@@ -55,6 +66,17 @@ type goRedisClient struct{ c redis.UniversalClient }
 func (g goRedisClient) sharded() bool {
 	_, single := g.c.(*redis.Client)
 	return !single
+}
+
+func (g goRedisClient) conn() any { return g.c }
+
+// unsent trusts refused only for a *redis.Client that does not retry
+// (Options.MaxRetries -1): go-redis retries a command whose connection
+// failed, even after it was sent, and then returns the last attempt's
+// error, a failed dial say, which tells nothing of the first.
+func (g goRedisClient) unsent(err error) bool {
+	c, ok := g.c.(*redis.Client)
+	return ok && c.Options().MaxRetries == 0 && refused(err)
 }
 
 func (g goRedisClient) run(ctx context.Context, s script, keys, args []string) ([]int64, error) {

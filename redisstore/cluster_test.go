@@ -14,7 +14,7 @@ import (
 
 // Redis Cluster: three masters on loopback. Every bucket's key carries a hash
 // tag, so each script's keys lie in one slot; keys that share a caller's tag
-// share a slot, and an AllowAll over them is one atomic script.
+// share a slot, and a TakeAll over them is one atomic script.
 func TestCluster(t *testing.T) {
 	nodes := startCluster(t)
 	var addrs []string
@@ -58,7 +58,7 @@ func TestCluster(t *testing.T) {
 			wg.Go(func() {
 				for i := range 60 * len(keys) {
 					k := (i + g) % len(keys)
-					d, err := l.AllowN(context.Background(), keys[k], 1)
+					d, err := l.Take(context.Background(), keys[k], 1)
 					if err != nil {
 						failed.Add(1)
 						return
@@ -80,22 +80,22 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("one slot: AllowAll is one atomic script", func(t *testing.T) {
+	t.Run("one slot: TakeAll is one atomic script", func(t *testing.T) {
 		tenant, err := New(rue, Config{Limit: 1.0 / 3600, Burst: 3, Prefix: "tenant:", Timeout: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		takes := []Take{{Limiter: lr, Key: "{t1}:alice", N: 1}, {Limiter: tenant, Key: "{t1}", N: 1}}
+		takes := []engine.Take{{Limiter: lr, Key: "{t1}:alice", N: 1}, {Limiter: tenant, Key: "{t1}", N: 1}}
 		if slotOf(lr.KeyFor(takes[0].Key)) != slotOf(tenant.KeyFor(takes[1].Key)) {
 			t.Fatal("tagged keys in different slots")
 		}
 		out := make([]engine.Decision, 2)
 		for i := range 3 {
-			if k, err := lr.AllowAll(context.Background(), takes, out); k != -1 || err != nil || !out[0].Allowed || !out[1].Allowed {
+			if k, err := lr.TakeAll(context.Background(), takes, out); k != -1 || err != nil || !out[0].Allowed || !out[1].Allowed {
 				t.Fatalf("take %d: denied %d, %v, %+v", i, k, err, out)
 			}
 		}
-		k, err := lr.AllowAll(context.Background(), takes, out)
+		k, err := lr.TakeAll(context.Background(), takes, out)
 		if k != 1 || err != nil || out[0].Allowed || out[1].Allowed || out[1].RetryAfter <= 0 {
 			t.Fatalf("4th take: denied %d, %v, %+v; want the tenant (1) denied", k, err, out)
 		}
@@ -109,15 +109,15 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		takes := []Take{{Limiter: lr, Key: "bob", N: 5}, {Limiter: small, Key: "carol", N: 1}}
+		takes := []engine.Take{{Limiter: lr, Key: "bob", N: 5}, {Limiter: small, Key: "carol", N: 1}}
 		if slotOf(lr.KeyFor("bob")) == slotOf(small.KeyFor("carol")) {
 			t.Fatal("keys share a slot; pick others")
 		}
 		out := make([]engine.Decision, 2)
-		if k, err := lr.AllowAll(context.Background(), takes, out); k != -1 || err != nil {
+		if k, err := lr.TakeAll(context.Background(), takes, out); k != -1 || err != nil {
 			t.Fatalf("first call: denied %d, %v", k, err)
 		}
-		k, err := lr.AllowAll(context.Background(), takes, out)
+		k, err := lr.TakeAll(context.Background(), takes, out)
 		if k != 1 || err != nil || out[0].Allowed || out[0].Remaining != 45 {
 			t.Fatalf("second call: denied %d, %v, %+v; want 1 denied and bob's 5 given back (45 left)", k, err, out)
 		}

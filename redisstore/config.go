@@ -20,14 +20,15 @@ import (
 // since they are the engine's own checks.
 var ErrInvalidConfig = errors.New("redisstore: invalid config")
 
-// Policy is what a Limiter answers when the store cannot decide: Redis is
-// down, slow past the deadline, or the reply is malformed.
-type Policy int
+// FailurePolicy is what a Limiter answers when the store cannot decide:
+// Redis is down, slow past the deadline, or the reply is malformed
+// (Config.OnFailure). The call returns that answer with its error.
+type FailurePolicy int
 
 const (
 	// FailOpen allows the request and changes nothing. A store outage then
 	// lifts the limit; it never blocks traffic.
-	FailOpen Policy = iota
+	FailOpen FailurePolicy = iota
 	// FailClosed denies the request, with RetryAfter the Limiter's Timeout.
 	FailClosed
 	// Fallback decides with a local engine.Engine whose Limit and Burst are
@@ -36,7 +37,7 @@ const (
 	Fallback
 )
 
-func (p Policy) String() string {
+func (p FailurePolicy) String() string {
 	switch p {
 	case FailOpen:
 		return "fail-open"
@@ -45,7 +46,7 @@ func (p Policy) String() string {
 	case Fallback:
 		return "fallback"
 	}
-	return "Policy(" + strconv.Itoa(int(p)) + ")"
+	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
 }
 
 // Config describes a Limiter. Limit and Burst are required and mean what they
@@ -65,12 +66,12 @@ type Config struct {
 	// limiters with different ones never see each other's buckets.
 	Prefix string
 	// Timeout bounds every call to Redis, on top of any deadline of the
-	// caller's context; 0 picks 100 ms. A call that exceeds it counts as a
+	// caller's context; 0 picks DefaultTimeout, 100 ms. A call that exceeds it counts as a
 	// store failure and is answered by OnFailure.
 	Timeout time.Duration
 	// OnFailure is the answer when the store fails; the zero value is
 	// FailOpen.
-	OnFailure Policy
+	OnFailure FailurePolicy
 	// FallbackShare is, with OnFailure Fallback, the share of Limit and Burst
 	// the local engine gets, in (0, 1]: typically 1/instances. Its Burst is
 	// rounded down to a multiple of 0.001 and must stay at least 1 token.
@@ -90,8 +91,8 @@ type Config struct {
 	// BreakFor is how long the breaker stays open; 0 picks 1 s. After it the
 	// next call tries Redis again, and one success closes the breaker.
 	BreakFor time.Duration
-	// MaxBatch is the most single-key checks (AllowN, Allow, Tokens, an
-	// AllowAll of one take) one script makes. A check made while four of
+	// MaxBatch is the most single-key checks (Take, Allow, Tokens, a
+	// TakeAll of one take) one script makes. A check made while four of
 	// the Limiter's scripts are already on their way waits for one of them
 	// to return and then goes with the other checks that waited, each
 	// decided on its own, as if alone; a check that finds the way free goes
@@ -100,9 +101,12 @@ type Config struct {
 	MaxBatch int
 }
 
+// DefaultTimeout is the Timeout of a Config (or StoreOptions) that leaves
+// it 0.
+const DefaultTimeout = 100 * time.Millisecond
+
 const (
 	defaultPrefix     = "faucet:"
-	defaultTimeout    = 100 * time.Millisecond
 	defaultBreakAfter = 5
 	defaultBreakFor   = time.Second
 	defaultMaxBatch   = 64
@@ -258,12 +262,15 @@ func lowerFraction(r *big.Rat, qmax, pmax *big.Int) (p, q *big.Int, exact bool) 
 // settings is a validated Config with its defaults applied.
 type settings struct {
 	Config
-	u        units
-	fallback *engine.Engine
-	capArg   string
-	pArg     string
-	qArg     string
-	fillArg  string
+	u units
+	// fallbackConfig is the fallback engine's, with OnFailure Fallback;
+	// fallback is that engine, once validate has built it.
+	fallbackConfig engine.Config
+	fallback       *engine.Engine
+	capArg         string
+	pArg           string
+	qArg           string
+	fillArg        string
 	// keyBase starts every bucket's key: Prefix and the limit's tag.
 	keyBase   string
 	breakFor  time.Duration
@@ -271,85 +278,158 @@ type settings struct {
 	maxBatch  int
 }
 
+// Check returns nil if New and NewGoRedis accept c, or the error they would
+// return for it, which wraps ErrInvalidConfig and names the field and its
+// range. It builds nothing (no connection, no fallback engine), so that
+// callers can validate a Limiter's configuration, or a store's options
+// that become one, before they have a client.
+func (c Config) Check() error {
+	_, err := c.settings()
+	return err
+}
+
+// validate checks c, applies its defaults, and builds the fallback engine
+// if OnFailure is Fallback.
 func (c Config) validate() (*settings, error) {
+	s, err := c.settings()
+	if err != nil {
+		return nil, err
+	}
+	if s.OnFailure == Fallback {
+		// settings checked the fallback's limit as engine.New checks it.
+		if s.fallback, err = engine.New(s.fallbackConfig); err != nil {
+			return nil, fmt.Errorf("%w: the fallback engine: %w", ErrInvalidConfig, err)
+		}
+	}
+	return s, nil
+}
+
+// settings checks c and applies its defaults, without building anything.
+// The checks run in the order of Config's fields, so that the error names
+// the first field that is wrong.
+func (c Config) settings() (*settings, error) {
 	if err := engine.CheckLimit(c.Limit, c.Burst); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	s := &settings{Config: c}
+	for _, apply := range []func(*settings) error{
+		(*settings).applyPrefix,
+		(*settings).applyTimeout,
+		(*settings).applyBreaker,
+		(*settings).applyMaxBatch,
+		(*settings).applyFailure,
+		(*settings).applyUnits,
+	} {
+		if err := apply(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *settings) applyPrefix() error {
 	if s.Prefix == "" {
 		s.Prefix = defaultPrefix
 	}
 	if strings.ContainsAny(s.Prefix, "{}") {
-		return nil, invalid("Prefix must not contain '{' or '}', got %q", s.Prefix)
+		return invalid("Prefix must not contain '{' or '}', got %q", s.Prefix)
 	}
+	return nil
+}
+
+func (s *settings) applyTimeout() error {
 	switch {
-	case c.Timeout < 0:
-		return nil, invalid("Timeout must be 0 (default 100ms) or positive, got %v", c.Timeout)
-	case c.Timeout == 0:
-		s.Timeout = defaultTimeout
+	case s.Timeout < 0:
+		return invalid("Timeout must be 0 (default 100ms) or positive, got %v", s.Timeout)
+	case s.Timeout == 0:
+		s.Timeout = DefaultTimeout
 	}
+	return nil
+}
+
+// applyBreaker checks BreakFor and BreakAfter.
+func (s *settings) applyBreaker() error {
 	switch {
-	case c.BreakFor < 0:
-		return nil, invalid("BreakFor must be 0 (default 1s) or positive, got %v", c.BreakFor)
-	case c.BreakFor == 0:
-		s.breakFor, s.BreakFor = defaultBreakFor, defaultBreakFor
-	default:
-		s.breakFor = c.BreakFor
+	case s.BreakFor < 0:
+		return invalid("BreakFor must be 0 (default 1s) or positive, got %v", s.BreakFor)
+	case s.BreakFor == 0:
+		s.BreakFor = defaultBreakFor
 	}
+	s.breakFor = s.BreakFor
 	switch {
-	case c.BreakAfter == 0:
-		s.breakWhen, s.BreakAfter = defaultBreakAfter, defaultBreakAfter
-	case c.BreakAfter < 0:
+	case s.BreakAfter == 0:
+		s.BreakAfter = defaultBreakAfter
+		s.breakWhen = defaultBreakAfter
+	case s.BreakAfter < 0:
 		s.breakWhen = math.MaxInt
 	default:
-		s.breakWhen = c.BreakAfter
+		s.breakWhen = s.BreakAfter
+	}
+	return nil
+}
+
+func (s *settings) applyMaxBatch() error {
+	switch {
+	case s.MaxBatch < 0 || s.MaxBatch > maxMaxBatch:
+		return invalid("MaxBatch must be 0 (default %d) or from 1 to %d, got %d", defaultMaxBatch, maxMaxBatch, s.MaxBatch)
+	case s.MaxBatch == 0:
+		s.MaxBatch = defaultMaxBatch
+	}
+	s.maxBatch = s.MaxBatch
+	return nil
+}
+
+// applyFailure checks OnFailure and the fallback fields, and derives the
+// fallback engine's Config.
+func (s *settings) applyFailure() error {
+	switch s.OnFailure {
+	case FailOpen, FailClosed:
+		if s.FallbackShare != 0 {
+			return invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", s.FallbackShare)
+		}
+		if s.FallbackMaxKeys != 0 {
+			return invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", s.FallbackMaxKeys)
+		}
+		return nil
+	case Fallback:
+		cfg, err := fallbackConfig(s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
+		s.fallbackConfig = cfg
+		return err
+	}
+	return invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(s.OnFailure))
+}
+
+// fallbackConfig is the Config of the fallback engine of a Limiter with
+// limit and burst: share of both, its Burst rounded down to a multiple of
+// 0.001, and at most maxKeys buckets (Config.FallbackMaxKeys). It checks
+// them as engine.New would.
+func fallbackConfig(limit engine.Limit, burst, share float64, maxKeys int) (engine.Config, error) {
+	if math.IsNaN(share) || share <= 0 || share > 1 {
+		return engine.Config{}, invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", share)
+	}
+	b := math.Floor(burst*share*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
+	if b < 1 {
+		return engine.Config{}, invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", share, burst*share)
 	}
 	switch {
-	case c.MaxBatch < 0 || c.MaxBatch > maxMaxBatch:
-		return nil, invalid("MaxBatch must be 0 (default %d) or from 1 to %d, got %d", defaultMaxBatch, maxMaxBatch, c.MaxBatch)
-	case c.MaxBatch == 0:
-		s.maxBatch, s.MaxBatch = defaultMaxBatch, defaultMaxBatch
-	default:
-		s.maxBatch = c.MaxBatch
+	case maxKeys == 0:
+		maxKeys = defaultFallbackMaxKeys
+	case maxKeys < 0:
+		maxKeys = 0 // the engine's unbounded
 	}
-	switch c.OnFailure {
-	case FailOpen, FailClosed:
-		if c.FallbackShare != 0 {
-			return nil, invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", c.FallbackShare)
-		}
-		if c.FallbackMaxKeys != 0 {
-			return nil, invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", c.FallbackMaxKeys)
-		}
-	case Fallback:
-		sh := c.FallbackShare
-		if math.IsNaN(sh) || sh <= 0 || sh > 1 {
-			return nil, invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", sh)
-		}
-		burst := math.Floor(c.Burst*sh*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
-		if burst < 1 {
-			return nil, invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", sh, c.Burst*sh)
-		}
-		maxKeys := c.FallbackMaxKeys
-		switch {
-		case maxKeys == 0:
-			maxKeys = defaultFallbackMaxKeys
-		case maxKeys < 0:
-			maxKeys = 0 // the engine's unbounded
-		}
-		e, err := engine.New(engine.Config{Limit: c.Limit * engine.Limit(sh), Burst: burst, MaxKeys: maxKeys})
-		if err != nil {
-			return nil, fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, sh, err)
-		}
-		s.fallback = e
-	default:
-		return nil, invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(c.OnFailure))
+	cfg := engine.Config{Limit: limit * engine.Limit(share), Burst: b, MaxKeys: maxKeys}
+	if err := engine.CheckLimit(cfg.Limit, cfg.Burst); err != nil {
+		return engine.Config{}, fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, share, err)
 	}
-	u, err := unitsFor(float64(c.Limit), c.Burst)
+	return cfg, nil
+}
+
+// applyUnits derives the scripts' units, their arguments and the keys'
+// base.
+func (s *settings) applyUnits() error {
+	u, err := unitsFor(float64(s.Limit), s.Burst)
 	if err != nil {
-		if s.fallback != nil {
-			s.fallback.Close()
-		}
-		return nil, err
+		return err
 	}
 	s.u = u
 	s.capArg = strconv.FormatUint(u.capacity, 10)
@@ -357,7 +437,7 @@ func (c Config) validate() (*settings, error) {
 	s.qArg = strconv.FormatUint(u.q, 10)
 	s.fillArg = strconv.FormatUint(u.fill, 10)
 	s.keyBase = s.Prefix + u.tag()
-	return s, nil
+	return nil
 }
 
 // tag names the limit in bucket keys: 16 hex digits of a SHA-256 of the

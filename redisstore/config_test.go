@@ -12,6 +12,30 @@ import (
 	"github.com/faucetgo/faucet/engine"
 )
 
+// Check validates a Config with its fallback settings as New does, and
+// builds nothing: no fallback engine.
+func TestCheckBuildsNothing(t *testing.T) {
+	cfg := Config{Limit: 10, Burst: 20, OnFailure: Fallback, FallbackShare: 0.25}
+	if err := cfg.Check(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cfg.settings()
+	if err != nil || s.fallback != nil {
+		t.Fatalf("settings: %v, fallback engine %v; want none built", err, s.fallback)
+	}
+	if f := s.fallbackConfig; f.Limit != 2.5 || f.Burst != 5 || f.MaxKeys != defaultFallbackMaxKeys {
+		t.Fatalf("fallback config %+v", f)
+	}
+	v, err := cfg.validate()
+	if err != nil || v.fallback == nil || v.fallback.Limit() != 2.5 || v.fallback.Burst() != 5 {
+		t.Fatalf("validate: %v, fallback %v; want an engine of 2.5/s and 5", err, v.fallback)
+	}
+	v.fallback.Close()
+	if got := FailurePolicy(7).String(); got != "FailurePolicy(7)" {
+		t.Errorf("FailurePolicy(7).String() = %q", got)
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	good := Config{Limit: 10, Burst: 20}
 	for _, tc := range []struct {
@@ -29,7 +53,7 @@ func TestBadConfig(t *testing.T) {
 		{func(c *Config) { c.BreakFor = -time.Second }, "BreakFor"},
 		{func(c *Config) { c.MaxBatch = -1 }, "MaxBatch"},
 		{func(c *Config) { c.MaxBatch = 1001 }, "MaxBatch"},
-		{func(c *Config) { c.OnFailure = Policy(7) }, "OnFailure"},
+		{func(c *Config) { c.OnFailure = FailurePolicy(7) }, "OnFailure"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, 0 }, "FallbackShare"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, 1.5 }, "FallbackShare"},
 		{func(c *Config) { c.OnFailure, c.FallbackShare = Fallback, math.NaN() }, "FallbackShare"},
@@ -47,6 +71,12 @@ func TestBadConfig(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: %v; want ErrInvalidConfig naming %s", cfg, err, tc.field)
 		}
+		if cerr := cfg.Check(); cerr == nil || cerr.Error() != err.Error() {
+			t.Errorf("%+v: Check() = %v, want New's error %v", cfg, cerr, err)
+		}
+	}
+	if err := good.Check(); err != nil {
+		t.Errorf("Check() of a good Config: %v", err)
 	}
 	s, err := good.validate()
 	if err != nil {

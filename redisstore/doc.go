@@ -2,14 +2,15 @@
 // Redis (or Valkey), so that every instance of a service enforces one limit
 // together instead of one each.
 //
-// It has the API shape and the Decision semantics of package engine: the
-// same Config fields for the limit, the same Decision (Allowed, Remaining,
-// RetryAfter, ResetAfter) and AllowAll for several buckets, all or none.
-// Switching from an engine.Engine is a change of constructor:
+// A Limiter implements engine.Limiter, with the Decision semantics of
+// package engine: the same Config fields for the limit, the same Decision
+// (Allowed, Remaining, RetryAfter, ResetAfter) and TakeAll for several
+// buckets, all or none. Code written against engine.Limiter switches from an
+// engine.Engine with a change of constructor:
 //
 //	l, err := redisstore.New(client, redisstore.Config{Limit: 10, Burst: 50})
 //	...
-//	d, err := l.AllowN(ctx, userID, 1)
+//	d, err := l.Take(ctx, userID, 1)
 //	if !d.Allowed {
 //		// 429, Retry-After: d.RetryAfter
 //	}
@@ -88,10 +89,10 @@
 //
 // # Several buckets
 //
-// AllowAll takes from several buckets, possibly of several Limiters, or from
-// none. When all keys share a Redis Cluster hash slot it is one atomic
-// script. Otherwise the takes run one after another and a denial gives the
-// earlier ones back; see AllowAll for what that guarantees: no bucket ever
+// TakeAll takes from several buckets, possibly of several Limiters on one
+// client, or from none. When all keys share a Redis Cluster hash slot it is
+// one atomic script. Otherwise the takes run one after another and a denial
+// gives the earlier ones back; see TakeAll for what that guarantees: no bucket ever
 // admits more than it would have had the call never been made, but a
 // concurrent caller may be denied for tokens about to be given back.
 //
@@ -99,8 +100,8 @@
 //
 // A round trip and a script's fixed cost (starting the script, reading the
 // server's clock, the reply) are most of a check's price. So a Limiter sends
-// at most four scripts at a time: single-key checks (AllowN, Allow, Tokens,
-// an AllowAll of one take) made while four are on their way wait for one to
+// at most four scripts at a time: single-key checks (Take, Allow, Tokens,
+// a TakeAll of one take) made while four are on their way wait for one to
 // return, then go together, up to Config.MaxBatch (64) in one script. The
 // script decides each as a call of its own, in arrival order, at one reading
 // of the clock, so the decisions are those of consecutive calls; a lone
@@ -119,7 +120,7 @@
 // Prefix; limiters with the same limit and Prefix share them. A key that
 // already contains a hash tag follows the limit's tag with "=" and keeps its
 // braces, which lets callers put related buckets in one slot:
-// "{tenant7}:user42" and "{tenant7}" share one, and an AllowAll over them is
+// "{tenant7}:user42" and "{tenant7}" share one, and a TakeAll over them is
 // atomic. A key longer than engine.MaxKeyBytes (128 bytes) is stored as its
 // SHA-256 (engine.BoundedKey), so a bucket costs Redis the same whatever its
 // key; such a key's own hash tag then no longer counts. See KeyFor.
@@ -127,12 +128,24 @@
 // # Failure
 //
 // Every call to Redis has a deadline (Config.Timeout, 100 ms by default, on
-// top of the context's). When the store fails, OnFailure decides: FailOpen
-// (the default) allows and changes nothing, FailClosed denies, Fallback asks
-// a local engine.Engine holding FallbackShare of the limit. The call also
-// returns the error, and Stats counts it. After BreakAfter consecutive
-// failures a breaker answers by the policy without calling Redis for
-// BreakFor, so an outage does not make every request wait for its deadline.
+// top of the context's). When the store fails, OnFailure (a FailurePolicy)
+// decides: FailOpen (the default) allows and changes nothing, FailClosed
+// denies, Fallback asks a local engine.Engine holding FallbackShare of the
+// limit. The call returns that Decision with the error, and Stats counts it.
+// After BreakAfter consecutive failures a breaker answers by the policy
+// without calling Redis for BreakFor, so an outage does not make every
+// request wait for its deadline.
+//
+// The error tells a caller with a policy of its own what happened, as
+// engine.Limiter documents: it wraps engine.ErrUnavailable when nothing was
+// taken for certain (the breaker answered ErrBreakerOpen; the context had
+// ended before the call was sent; the call was a peek, which takes nothing;
+// or the connection was refused, or Redis refused the script with LOADING,
+// BUSY or MASTERDOWN, which for go-redis clients counts only without
+// retries: see NewGoRedis), and engine.ErrOutcomeUnknown otherwise: a call
+// that timed out or lost its connection after it was sent may have run. With
+// Fallback, the errors of calls the local engines decided also wrap
+// engine.ErrFallback: their Decisions stand.
 //
 // A call that times out may still have run on the server: its tokens are
 // then spent although the policy answered. That under-admits (the store

@@ -49,11 +49,11 @@ func costs(burst float64) []float64 {
 	return []float64{0, 0.001, 0.5, 1, 1, 1, 1, 2, 3.7, burst, burst - 0.001, burst + 1, -1, math.NaN()}
 }
 
-// takeTimed is AllowN that also returns the server time of the decision.
+// takeTimed is Take that also returns the server time of the decision.
 func takeTimed(t *testing.T, l *Limiter, key string, n float64) (engine.Decision, time.Time) {
 	t.Helper()
 	var out [1]engine.Decision
-	_, now, err := l.allowAll(context.Background(), []Take{{Limiter: l, Key: key, N: n}}, out[:])
+	_, now, err := l.takeAll(context.Background(), []engine.Take{{Limiter: l, Key: key, N: n}}, out[:])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func replay(t *testing.T, l *Limiter, cfg Config, rng *rand.Rand, ops int, advan
 		got, at := takeTimed(t, l, key, n)
 		want := e.AllowAt(at, key, n)
 		if !same(got, want) {
-			t.Fatalf("op %d at %v: AllowN(%q, %v)\nstore  %+v\nengine %+v\nearlier on this key:\n%v", i, at.Format(time.RFC3339Nano), key, n, got, want, history[key])
+			t.Fatalf("op %d at %v: Take(%q, %v)\nstore  %+v\nengine %+v\nearlier on this key:\n%v", i, at.Format(time.RFC3339Nano), key, n, got, want, history[key])
 		}
 		h := append(history[key], fmt.Sprintf("%v n=%v %+v\n", at.Format(time.RFC3339Nano), n, got))
 		history[key] = h[max(0, len(h)-4):]
@@ -265,12 +265,12 @@ func TestTTLCoversTheRefill(t *testing.T) {
 	}
 }
 
-// TestAllowAllEquivalence: AllowAll over two Limiters gives the denied index
-// and every Decision that engine.AllowAllAt gives at the same times, both
+// TestTakeAllEquivalence: TakeAll over two Limiters gives the denied index
+// and every Decision that engine.Engine.TakeAllAt gives at the same times, both
 // when the keys share a hash tag (one atomic script) and when they do not
 // (one script per take, given back on denial; the virtual clock stands still
-// during a call, as it does for AllowAllAt).
-func TestAllowAllEquivalence(t *testing.T) {
+// during a call, as it does for TakeAllAt).
+func TestTakeAllEquivalence(t *testing.T) {
 	t.Run("one slot", func(t *testing.T) { allowAllEquivalence(t, []string{"{g}:a", "{g}:b", "{g}"}) })
 	t.Run("across slots", func(t *testing.T) {
 		if slotOf("{a}") == slotOf("{b}") || slotOf("{b}") == slotOf("{c}") {
@@ -301,7 +301,7 @@ func allowAllEquivalence(t *testing.T, keys []string) {
 	for op := range 2000 {
 		// Up to three takes on distinct (Limiter, key) buckets.
 		n := 1 + rng.IntN(3)
-		var takes []Take
+		var takes []engine.Take
 		var etakes []engine.Take
 		seen := map[[2]int]bool{}
 		for len(takes) < n {
@@ -312,11 +312,11 @@ func allowAllEquivalence(t *testing.T, keys []string) {
 			seen[[2]int{li, ki}] = true
 			cs := costs(cfgs[li].Burst)
 			cost := cs[rng.IntN(len(cs))]
-			takes = append(takes, Take{Limiter: ls[li], Key: keys[ki], N: cost})
+			takes = append(takes, engine.Take{Limiter: ls[li], Key: keys[ki], N: cost})
 			etakes = append(etakes, engine.Take{Limiter: es[li], Key: ls[li].KeyFor(keys[ki]), N: cost})
 		}
 		out := make([]engine.Decision, n)
-		k, at, err := ls[0].allowAll(context.Background(), takes, out)
+		k, at, err := ls[0].takeAll(context.Background(), takes, out)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func Example() {
 	defer l.Close()
 	ctx := context.Background()
 	for range 4 {
-		d, err := l.AllowN(ctx, "user42", 1)
+		d, err := l.Take(ctx, "user42", 1)
 		fmt.Println(d.Allowed, d.Remaining, d.RetryAfter, err)
 	}
 	// Output:
@@ -44,21 +44,21 @@ func Example() {
 	// false 0 1s <nil>
 }
 
-// AllowAll over a user's bucket and its tenant's: keys with one hash tag
+// TakeAll over a user's bucket and its tenant's: keys with one hash tag
 // share a Redis Cluster slot, so the call is one atomic script.
-func ExampleLimiter_AllowAll() {
+func ExampleLimiter_TakeAll() {
 	client, stop := server()
 	defer stop()
 
 	users, _ := redisstore.New(client, redisstore.Config{Limit: 10, Burst: 10, Prefix: "user:"})
 	tenants, _ := redisstore.New(client, redisstore.Config{Limit: 1, Burst: 2, Prefix: "tenant:"})
-	takes := []redisstore.Take{
+	takes := []engine.Take{
 		{Limiter: users, Key: "{acme}:alice", N: 1},
 		{Limiter: tenants, Key: "{acme}", N: 1},
 	}
 	out := make([]engine.Decision, len(takes))
 	for range 3 {
-		denied, err := users.AllowAll(context.Background(), takes, out)
+		denied, err := users.TakeAll(context.Background(), takes, out)
 		fmt.Println(denied, out[0].Remaining, out[1].Remaining, err)
 	}
 	// Output:

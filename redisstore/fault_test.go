@@ -26,7 +26,7 @@ import (
 func policies(t *testing.T, addr string, timeout time.Duration) (open, closed, fallback *Limiter) {
 	t.Helper()
 	c := newRue(t, addr)
-	mk := func(prefix string, p Policy, share float64) *Limiter {
+	mk := func(prefix string, p FailurePolicy, share float64) *Limiter {
 		l, err := New(c, Config{Limit: 1.0 / 3600, Burst: 10, Prefix: prefix, Timeout: timeout,
 			OnFailure: p, FallbackShare: share, BreakAfter: -1})
 		if err != nil {
@@ -41,7 +41,7 @@ func policies(t *testing.T, addr string, timeout time.Duration) (open, closed, f
 // tally makes n calls of one token on key and counts the outcomes.
 func tally(l *Limiter, key string, n int) (allowed, errs int) {
 	for range n {
-		d, err := l.AllowN(context.Background(), key, 1)
+		d, err := l.Take(context.Background(), key, 1)
 		if d.Allowed {
 			allowed++
 		}
@@ -119,7 +119,7 @@ func TestKilledMidRun(t *testing.T) {
 					return
 				default:
 				}
-				d, err := closed.AllowN(context.Background(), "k", 0.01)
+				d, err := closed.Take(context.Background(), "k", 0.01)
 				switch {
 				case err != nil:
 					errs.Add(1)
@@ -280,7 +280,7 @@ func TestBreaker(t *testing.T) {
 	s.kill()
 	var breaker int
 	for range 10 {
-		d, err := l.AllowN(context.Background(), "k", 1)
+		d, err := l.Take(context.Background(), "k", 1)
 		if err == nil || d.Allowed {
 			t.Fatalf("with the server gone: %+v, %v", d, err)
 		}
@@ -293,28 +293,28 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
-// TestAllowAllOnFailure: when the store fails, an AllowAll answers by the
+// TestTakeAllOnFailure: when the store fails, a TakeAll answers by the
 // policies of its takes together: any FailClosed take denies the call, the
 // Fallback takes are decided by their local engines all or none, and
 // FailOpen takes are allowed.
-func TestAllowAllOnFailure(t *testing.T) {
+func TestTakeAllOnFailure(t *testing.T) {
 	s := startRedis(t)
 	open, closed, fallback := policies(t, s.addr(), time.Second)
 	s.kill()
 	out := make([]engine.Decision, 2)
-	k, err := open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: closed, Key: "k", N: 1}}, out)
+	k, err := open.TakeAll(context.Background(), []engine.Take{{Limiter: open, Key: "k", N: 1}, {Limiter: closed, Key: "k", N: 1}}, out)
 	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed {
 		t.Fatalf("open+closed: denied %d, %v, %+v; want the closed take denied, nothing allowed", k, err, out)
 	}
 	// The fallback engine holds 5 tokens: four calls of 1 pass with the
 	// open take, then a take of 2 is denied by it.
 	for i := range 4 {
-		k, err = open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 1}}, out)
+		k, err = open.TakeAll(context.Background(), []engine.Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 1}}, out)
 		if err == nil || k != -1 || !out[0].Allowed || !out[1].Allowed {
 			t.Fatalf("open+fallback %d: denied %d, %v, %+v", i, k, err, out)
 		}
 	}
-	k, err = open.AllowAll(context.Background(), []Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 2}}, out)
+	k, err = open.TakeAll(context.Background(), []engine.Take{{Limiter: open, Key: "k", N: 1}, {Limiter: fallback, Key: "k", N: 2}}, out)
 	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed || out[1].Remaining != 1 {
 		t.Fatalf("open+fallback beyond the share: denied %d, %v, %+v", k, err, out)
 	}
@@ -333,7 +333,7 @@ func TestFallbackKeysAreBounded(t *testing.T) {
 	defer l.Close()
 	allowed := 0
 	for i := range 1000 {
-		d, err := l.AllowN(context.Background(), "key"+strconv.Itoa(i), 1)
+		d, err := l.Take(context.Background(), "key"+strconv.Itoa(i), 1)
 		if err == nil {
 			t.Fatalf("call %d with Redis down: no error", i)
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/httplimit"
 )
 
 // Two limiters with different limits on one server, both with the default
@@ -31,23 +30,23 @@ func TestDifferentLimitsNeverShareBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if d, err := big.AllowN(ctx, "k", 90); err != nil || !d.Allowed || d.Remaining != 10 {
-		t.Fatalf("big.AllowN(90) = %+v, %v; want allowed, 10 left", d, err)
+	if d, err := big.Take(ctx, "k", 90); err != nil || !d.Allowed || d.Remaining != 10 {
+		t.Fatalf("big.Take(90) = %+v, %v; want allowed, 10 left", d, err)
 	}
 	for i := range 5 {
-		if d, err := small.AllowN(ctx, "k", 1); err != nil || !d.Allowed || d.Remaining != float64(4-i) {
+		if d, err := small.Take(ctx, "k", 1); err != nil || !d.Allowed || d.Remaining != float64(4-i) {
 			t.Fatalf("small take %d = %+v, %v; want allowed from a full bucket of 5", i, d, err)
 		}
 	}
-	if d, err := small.AllowN(ctx, "k", 1); err != nil || d.Allowed {
+	if d, err := small.Take(ctx, "k", 1); err != nil || d.Allowed {
 		t.Fatalf("sixth small take = %+v, %v; want denied", d, err)
 	}
-	if d, err := big.AllowN(ctx, "k", 0); err != nil || d.Remaining != 10 {
+	if d, err := big.Take(ctx, "k", 0); err != nil || d.Remaining != 10 {
 		t.Errorf("big's bucket after small's takes = %+v, %v; want 10 left", d, err)
 	}
 	// A limiter with the same limit and Prefix shares the bucket, as
 	// documented.
-	if d, err := same.AllowN(ctx, "k", 0); err != nil || d.Remaining != 0 {
+	if d, err := same.Take(ctx, "k", 0); err != nil || d.Remaining != 0 {
 		t.Errorf("same limit, same Prefix: %+v, %v; want small's drained bucket", d, err)
 	}
 	if big.KeyFor("k") == small.KeyFor("k") || small.KeyFor("k") != same.KeyFor("k") {
@@ -75,19 +74,19 @@ func TestKeyFormsCannotCollide(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, k := range keys {
-		if d, err := l.AllowN(ctx, k, 1); err != nil || !d.Allowed {
+		if d, err := l.Take(ctx, k, 1); err != nil || !d.Allowed {
 			t.Errorf("first take of %q = %+v, %v; want a full bucket of its own", k, d, err)
 		}
 	}
 	for _, k := range keys {
-		if d, err := l.AllowN(ctx, k, 1); err != nil || d.Allowed {
+		if d, err := l.Take(ctx, k, 1); err != nil || d.Allowed {
 			t.Errorf("second take of %q = %+v, %v; want denied", k, d, err)
 		}
 	}
 }
 
 // Megabyte keys cost Redis what short keys cost: 300 of them must not add
-// 300 MB to the server, through the Limiter or through HTTPStore.
+// 300 MB to the server, through a Limiter or through a Store's.
 func TestLongKeysAreBounded(t *testing.T) {
 	srv := startRedis(t)
 	c := newRue(t, srv.addr())
@@ -95,8 +94,8 @@ func TestLongKeysAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := hsStore(t, srv.addr(), HTTPStoreOptions{Timeout: 10 * time.Second})
-	h, err := hs.Bind(httplimit.Limit{ID: "long#0000000000000001", Name: "long", Rate: 1.0 / 86400, Burst: 2})
+	hs := hsStore(t, srv.addr(), StoreOptions{Timeout: 10 * time.Second})
+	h, err := hs.Bind(engine.Spec{ID: "long#0000000000000001", Name: "long", Limit: 1.0 / 86400, Burst: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +118,11 @@ func TestLongKeysAreBounded(t *testing.T) {
 	for i := range n {
 		copy(buf, fmt.Sprintf("{%07d}", i)) // a hash tag too, which a digest drops
 		key := string(buf)
-		if d, err := l.AllowN(ctx, key, 1); err != nil || !d.Allowed {
+		if d, err := l.Take(ctx, key, 1); err != nil || !d.Allowed {
 			t.Fatalf("Limiter key %d: %+v, %v", i, d, err)
 		}
-		if denied, err := hs.TakeAll(ctx, time.Now(), []httplimit.Take{{Handle: h, Key: key, N: 1}}, out); err != nil || denied != -1 {
-			t.Fatalf("HTTPStore key %d: denied %d, %v", i, denied, err)
+		if denied, err := h.TakeAll(ctx, []engine.Take{{Limiter: h, Key: key, N: 1}}, out); err != nil || denied != -1 {
+			t.Fatalf("Store key %d: denied %d, %v", i, denied, err)
 		}
 	}
 	if keys := admin(t, srv.addr(), "DBSIZE").(int64); keys != 2*n {
@@ -134,7 +133,7 @@ func TestLongKeysAreBounded(t *testing.T) {
 	}
 	// Each long key is still its own bucket.
 	copy(buf, fmt.Sprintf("{%07d}", 3))
-	if d, err := l.AllowN(ctx, string(buf), 2); err != nil || d.Allowed || d.Remaining < 1 || d.Remaining > 1.01 {
+	if d, err := l.Take(ctx, string(buf), 2); err != nil || d.Allowed || d.Remaining < 1 || d.Remaining > 1.01 {
 		t.Errorf("key 3 again: %+v, %v; want its own bucket with 1 token left", d, err)
 	}
 }

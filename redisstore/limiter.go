@@ -2,7 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,18 +18,26 @@ import (
 
 // Limiter is a token-bucket rate limiter whose buckets live in Redis, shared
 // by every process that uses the same server (or cluster), Prefix and
-// Config. It is safe for simultaneous use.
+// Config. It implements engine.Limiter and is safe for simultaneous use.
 type Limiter struct {
-	s      *settings
-	c      client
+	s *settings
+	c client
+	// conn identifies the client: Limiters with equal conns can be decided
+	// together in one TakeAll.
+	conn   any
 	stats  counters
 	broken atomic.Int64 // unix nanos until which the breaker is open
 	fails  atomic.Int64 // consecutive store failures
-	// batches reports that concurrent AllowN calls share scripts (see
+	// batches reports that concurrent Take calls share scripts (see
 	// batch.go): MaxBatch above 1 on a client that is not a cluster's.
 	batches bool
 	batch   batcher
+	// escape makes KeyFor escape '{', '}' and '%' in keys (escapeKey)
+	// before anything else: set by NewStore, whose keys come from requests.
+	escape bool
 }
+
+var _ engine.Limiter = (*Limiter)(nil)
 
 type counters struct {
 	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped, scripts atomic.Uint64
@@ -35,7 +47,7 @@ type counters struct {
 type Stats struct {
 	// Allowed and Denied count the decisions Redis made.
 	Allowed, Denied uint64
-	// StoreErrors counts takes the store failed to decide (an AllowAll
+	// StoreErrors counts takes the store failed to decide (a TakeAll
 	// counts each of its takes in its own Limiter): errors, timeouts, and
 	// those the open breaker answered without asking Redis.
 	StoreErrors uint64
@@ -43,7 +55,7 @@ type Stats struct {
 	// those calls: allowed unchecked, denied, or decided by the local engine.
 	FailedOpen, FailedClosed, Fallback uint64
 	// Skipped counts scripts this Limiter did not send because its breaker
-	// was open (one per AllowN; an AllowAll's are counted by the Limiter it
+	// was open (one per Take; a TakeAll's are counted by the Limiter it
 	// was called on).
 	Skipped uint64
 	// Scripts counts the scripts this Limiter sent to Redis, takes and
@@ -68,7 +80,13 @@ func New(client rueidis.Client, cfg Config) (*Limiter, error) {
 // take made twice is a token spent twice. go-redis ignores context
 // deadlines unless the client's options set ContextTimeoutEnabled; without
 // it Config.Timeout cannot cut a call short, and a slow server delays each
-// call by up to the client's ReadTimeout (3 s by default).
+// call by up to the client's ReadTimeout (3 s by default). go-redis also
+// retries a call whose connection failed (Options.MaxRetries, 3 by
+// default), even after the script was sent, which may take its tokens twice
+// and leaves no error certain that nothing was taken: the store's errors
+// wrap engine.ErrUnavailable for a failed dial or a refusal by Redis only
+// with a *redis.Client whose MaxRetries is -1 (the breaker's and a done
+// context's always do).
 func NewGoRedis(client redis.UniversalClient, cfg Config) (*Limiter, error) {
 	if client == nil {
 		return nil, nilClient(cfg)
@@ -79,12 +97,8 @@ func NewGoRedis(client redis.UniversalClient, cfg Config) (*Limiter, error) {
 // nilClient is the error for a nil client: the Config's own error first, as
 // it names a field.
 func nilClient(cfg Config) error {
-	s, err := cfg.validate()
-	if err != nil {
+	if err := cfg.Check(); err != nil {
 		return err
-	}
-	if s.fallback != nil {
-		s.fallback.Close()
 	}
 	return invalid("client must not be nil")
 }
@@ -94,16 +108,34 @@ func newLimiter(c client, cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Limiter{s: s, c: c, batches: s.maxBatch > 1 && !c.sharded()}, nil
+	l := &Limiter{s: s, c: c, conn: c.conn(), batches: s.maxBatch > 1 && !c.sharded()}
+	if t := reflect.TypeOf(l.conn); t == nil || !t.Comparable() {
+		// A client value that cannot be compared cannot be told apart
+		// from another: this Limiter then decides TakeAlls alone.
+		l.conn = l
+	}
+	return l, nil
 }
 
 // Close releases the fallback engine, if any. It does not close the client.
+// Takes after Close still work; with OnFailure Fallback, the fallback engine
+// still decides them while the store fails (it only stops sweeping).
 func (l *Limiter) Close() error {
+	if l == nil {
+		return engine.ErrNilLimiter
+	}
 	if l.s.fallback != nil {
 		return l.s.fallback.Close()
 	}
 	return nil
 }
+
+// Limit returns Config.Limit, the refill rate in tokens per second. The
+// store refills at exactly that rate, or a hair below it (see Exact).
+func (l *Limiter) Limit() engine.Limit { return l.s.Limit }
+
+// Burst returns Config.Burst, the capacity of every bucket in tokens.
+func (l *Limiter) Burst() float64 { return l.s.Burst }
 
 // Config returns the Limiter's configuration with defaults applied.
 func (l *Limiter) Config() Config { return l.s.Config }
@@ -124,55 +156,52 @@ func (l *Limiter) Exact() bool { return l.s.u.exact }
 // (engine.BoundedKey), so that a bucket costs Redis the same whatever its
 // key; such a key's own hash tag no longer counts.
 func (l *Limiter) KeyFor(key string) string {
+	if l.escape {
+		key = escapeKey(key)
+	}
 	key = engine.BoundedKey(key)
-	if hasTag(key) {
+	if _, _, ok := hashTag(key); ok {
 		return l.s.keyBase + "=" + key
 	}
 	return l.s.keyBase + ":{" + key + "}"
 }
 
-// hasTag reports whether key contains a Redis Cluster hash tag.
-func hasTag(key string) bool {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '{' {
-			for j := i + 1; j < len(key); j++ {
-				if key[j] == '}' {
-					return j > i+1
-				}
-			}
-			return false
-		}
-	}
-	return false
-}
-
 // Allow reports whether one token may be taken from key's bucket now, and
 // takes it if so. On a store failure it returns the policy's answer.
 func (l *Limiter) Allow(ctx context.Context, key string) bool {
-	d, _ := l.AllowN(ctx, key, 1)
+	d, _ := l.Take(ctx, key, 1)
 	return d.Allowed
 }
 
-// AllowN takes n tokens from key's bucket at the Redis server's time if it
+// Take takes n tokens from key's bucket at the Redis server's time if it
 // holds them, with exactly engine.Engine.AllowN's Decision: n may be
 // fractional (0.001 resolution), 0 peeks, and n above Burst, negative or NaN
 // is denied with RetryAfter engine.InfDuration without a write.
 //
-// A non-nil error means the store failed (or the breaker is open); the
-// Decision is then the answer of Config.OnFailure.
+// A non-nil error means the store could not decide (it failed, or the
+// breaker is open); the Decision is then the answer of Config.OnFailure. The
+// error wraps engine.ErrUnavailable when nothing was taken for certain (the
+// breaker was open, the context had ended before the call was sent, the
+// connection was refused (see NewGoRedis for go-redis), or n takes nothing:
+// a peek, an impossible cost), else engine.ErrOutcomeUnknown (a call that timed out or lost its
+// connection after it was sent may have run). With OnFailure Fallback it
+// also wraps engine.ErrFallback: the local engine decided, and the Decision
+// stands. A nil Limiter returns engine.ErrNilLimiter.
 //
 // Calls made while the Limiter already waits for replies share scripts (see
 // Config.MaxBatch).
-func (l *Limiter) AllowN(ctx context.Context, key string, n float64) (engine.Decision, error) {
-	var out [1]engine.Decision
-	_, err := l.AllowAll(ctx, []Take{{Limiter: l, Key: key, N: n}}, out[:])
-	return out[0], err
+func (l *Limiter) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
+	if l == nil {
+		return engine.Decision{}, engine.ErrNilLimiter
+	}
+	d, _, err := l.allowOne(ctx, key, n)
+	return d, err
 }
 
 // Tokens returns the tokens key's bucket holds now (Burst for a key without
 // a bucket). It writes nothing.
 func (l *Limiter) Tokens(ctx context.Context, key string) (float64, error) {
-	d, err := l.AllowN(ctx, key, 0)
+	d, err := l.Take(ctx, key, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -195,11 +224,12 @@ func (l *Limiter) Stats() Stats {
 }
 
 // call runs a script under the Limiter's deadline and keeps the breaker.
+// Its error is an unsentError when the script certainly did not run.
 func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]int64, error) {
 	if until := l.broken.Load(); until != 0 {
 		if time.Now().UnixNano() < until {
 			l.stats.skipped.Add(1)
-			return nil, ErrBreakerOpen
+			return nil, unsentError{ErrBreakerOpen}
 		}
 	}
 	// A caller's own deadline that comes first already bounds the call.
@@ -208,8 +238,19 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
 		defer cancel()
 	}
-	l.stats.scripts.Add(1)
-	v, err := l.c.run(ctx, s, keys, args)
+	var v []int64
+	var err error
+	if err = ctx.Err(); err != nil {
+		// Not sent; a failure for the breaker, as the clients' own
+		// refusal of a done context always was.
+		err = unsentError{err}
+	} else {
+		l.stats.scripts.Add(1)
+		v, err = l.c.run(ctx, s, keys, args)
+		if err != nil && l.c.unsent(err) {
+			err = unsentError{err}
+		}
+	}
 	if err != nil {
 		if l.fails.Add(1) >= int64(l.s.breakWhen) {
 			l.broken.Store(time.Now().Add(l.s.breakFor).UnixNano())
@@ -226,8 +267,60 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 }
 
 // ErrBreakerOpen is the error of a call the breaker answered without asking
-// Redis, after Config.BreakAfter consecutive failures.
+// Redis, after Config.BreakAfter consecutive failures. The errors that wrap
+// it also wrap engine.ErrUnavailable.
 var ErrBreakerOpen = fmt.Errorf("redisstore: breaker open after consecutive store failures")
+
+// unsentError is the error of a script that certainly did not run: the
+// breaker answered, the context had ended before it was sent, or the
+// client could not connect, or the server refused it before running it.
+type unsentError struct{ err error }
+
+func (e unsentError) Error() string { return e.err.Error() }
+func (e unsentError) Unwrap() error { return e.err }
+
+// refused reports the errors of one attempt to run a script that mean it
+// did not run: a failed dial (no connection to send it on), and the replies
+// with which Redis refuses a command before running it while it loads its
+// data set (LOADING), runs another script (BUSY) or is a replica that lost
+// its primary (MASTERDOWN). Every other error, a timeout or a lost
+// connection above all, may come after the script ran. (client.unsent
+// decides whether a client's error is one attempt's.)
+func refused(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"LOADING ", "BUSY ", "MASTERDOWN "} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsent reports whether err, from call, is an unsentError.
+func unsent(err error) bool { return errors.As(err, new(unsentError)) }
+
+// storeError is the error a call returns when the store could not decide:
+// err, wrapped with engine.ErrUnavailable when nothingTaken, else with
+// engine.ErrOutcomeUnknown, and with engine.ErrFallback too when fellBack
+// (the local engines decided).
+func storeError(err error, nothingTaken, fellBack bool) error {
+	class := engine.ErrOutcomeUnknown
+	if nothingTaken {
+		class = engine.ErrUnavailable
+	}
+	if fellBack {
+		return fmt.Errorf("redisstore: %w: %w: %w", engine.ErrFallback, class, err)
+	}
+	return fmt.Errorf("redisstore: %w: %w", class, err)
+}
 
 // scriptCost returns n in quanta, or units.never for a cost no bucket of l
 // can ever pay: the script denies it and reports the wait for a full
@@ -239,3 +332,8 @@ func (l *Limiter) scriptCost(n float64) uint64 {
 	}
 	return c
 }
+
+// takes reports whether a script cost takes tokens when it is allowed: not
+// a peek (0), nor a report without a take (above the capacity, see
+// takeScript), which includes units.never.
+func (u units) takes(cost uint64) bool { return cost != 0 && cost <= u.capacity }

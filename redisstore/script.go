@@ -161,7 +161,7 @@ return out
 // made, else the 1-based index of the first denied take: then nothing was
 // written and each key reports its bucket as it is. Takes run in order
 // against the state the earlier takes left, so a key listed twice pays
-// twice, as it does in engine.AllowAll.
+// twice, as it does in engine.Engine.TakeAllAt.
 const takeScript = luaLib + `
 local n = #KEYS
 local cur = {}
@@ -202,9 +202,10 @@ return out
 
 // refundScript gives back a take made by a take script: KEYS[1], ARGV
 // capacity, p, q, fill, cost and the tick the take stored. It returns the
-// cost less the refill the bucket received since the take (engine.AllowAll's
-// give-back), at most up to the capacity, so that the bucket never holds more
-// than it would had the take never been made. The reply is {now}.
+// cost less the refill the bucket received since the take (the give-back of
+// engine.Engine.TakeAllAt), at most up to the capacity, so that the bucket
+// never holds more than it would had the take never been made. The reply is
+// {now}.
 const refundScript = luaLib + `
 local cap, p, q, fill, cost, took = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local key = KEYS[1]

@@ -13,7 +13,7 @@ import (
 // metrics exports the limiter's counters, read at scrape time so that
 // requests pay nothing for them, and serve's own.
 type metrics struct {
-	lim            *httplimit.Limiter // set by watch before the first scrape
+	lim            *httplimit.Middleware // set by watch before the first scrape
 	reg            *prometheus.Registry
 	handler        http.Handler
 	reloads        *prometheus.CounterVec
@@ -65,7 +65,7 @@ func newMetrics() *metrics {
 }
 
 // watch exports lim's counters; it is called once, before serving.
-func (m *metrics) watch(lim *httplimit.Limiter) { m.lim = lim }
+func (m *metrics) watch(lim *httplimit.Middleware) { m.lim = lim }
 
 // watchConns exports the connection counts of listener name; it is called
 // once per listener, before serving.

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
 
@@ -255,7 +256,7 @@ func (cfg *serveConfig) loadRules() ([]httplimit.Rule, error) {
 // server is one running `faucet serve`.
 type server struct {
 	cfg        *serveConfig
-	lim        *httplimit.Limiter
+	lim        *httplimit.Middleware
 	closeStore func() error
 	log        *slog.Logger
 	metrics    *metrics
@@ -283,10 +284,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	s := &server{cfg: cfg, log: logger, metrics: newMetrics(), closeStore: func() error { return nil }}
 	storeLog := s.throttled("store")
 	if opts.Store == nil {
-		store, closeStore, err := newStore(cfg, logger, func(err error) {
-			s.metrics.storeErrors.Inc()
-			storeLog.Warn("bucket store failed, decided in memory at --redis-fallback-share", "err", err)
-		})
+		store, closeStore, err := newStore(cfg, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -294,6 +292,10 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	}
 	opts.OnStoreError = func(err error) {
 		s.metrics.storeErrors.Inc()
+		if errors.Is(err, engine.ErrFallback) {
+			storeLog.Warn("bucket store failed, decided in memory at --redis-fallback-share", "err", err)
+			return
+		}
 		storeLog.Error("bucket store failed, each rule's fail_mode decided", "err", err)
 	}
 	var err error
@@ -310,7 +312,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {
 		u, _ := url.Parse(cfg.upstream)
-		inner = s.lim.Handler(s.newProxy(u, opts.TrustedProxies))
+		inner = s.lim.Handler(s.newProxy(u))
 	}
 	s.public = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

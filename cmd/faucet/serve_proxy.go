@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"sync/atomic"
@@ -27,7 +26,7 @@ import (
 // connecting, the TLS handshake, and the wait for the response header after
 // the request was sent. A stalled upstream gets 504, any other failure 502,
 // each with a problem document that names no address.
-func (s *server) newProxy(u *url.URL, trusted []netip.Prefix) *httputil.ReverseProxy {
+func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 	d := s.cfg.http.upstreamTimeout
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext
@@ -39,13 +38,8 @@ func (s *server) newProxy(u *url.URL, trusted []netip.Prefix) *httputil.ReverseP
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
-				for _, p := range trusted {
-					if p.Contains(ap.Addr().Unmap()) {
-						pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-						break
-					}
-				}
+			if s.lim.FromTrustedProxy(pr.In) {
+				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			}
 			pr.SetXForwarded()
 			if pr.Out.Body != nil {

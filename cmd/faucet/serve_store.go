@@ -27,9 +27,10 @@ type redisFlags struct {
 	share   float64
 }
 
+// serve's Redis flags default to the store's own defaults.
 const (
-	defaultRedisTimeout = 100 * time.Millisecond
-	defaultRedisPrefix  = "faucet:http:"
+	defaultRedisTimeout = redisstore.DefaultTimeout
+	defaultRedisPrefix  = redisstore.DefaultStorePrefix
 )
 
 func (f *redisFlags) register(fs *flag.FlagSet) {
@@ -81,8 +82,7 @@ var fullPolicies = map[string]engine.FullPolicy{"share": engine.FullShare, "deny
 
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
-// onFallback hears of the store errors that --redis-fallback-share answered.
-func newStore(cfg *serveConfig, logger *slog.Logger, onFallback func(error)) (httplimit.Store, func() error, error) {
+func newStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func() error, error) {
 	if cfg.redis.addrs == "" {
 		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys, OnFull: fullPolicies[cfg.onFull]})
 		return s, s.Close, nil
@@ -106,13 +106,12 @@ func newStore(cfg *serveConfig, logger *slog.Logger, onFallback func(error)) (ht
 	if err != nil {
 		return nil, nil, fmt.Errorf("--redis %s: %w", f.addrs, err)
 	}
-	s, err := redisstore.NewHTTPStore(client, redisstore.HTTPStoreOptions{
+	s, err := redisstore.NewStore(client, redisstore.StoreOptions{
 		Prefix:        f.prefix,
 		Timeout:       f.timeout,
 		FallbackShare: f.share,
 		// --max-keys bounds every in-memory bucket table, the fallback's too.
 		FallbackMaxKeys: cmp.Or(cfg.maxKeys, -1),
-		OnFallback:      onFallback,
 	})
 	if err != nil {
 		client.Close()

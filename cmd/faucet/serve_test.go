@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,13 +13,12 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/httplimit"
 )
 
 // newTestServer builds a server from serve's command line, in this
 // process, logging JSON to logs; store, if not nil, replaces the store of
 // the flags.
-func newTestServer(t *testing.T, logs io.Writer, store httplimit.Store, args ...string) *server {
+func newTestServer(t *testing.T, logs io.Writer, store engine.Store, args ...string) *server {
 	t.Helper()
 	fs := flag.NewFlagSet("faucet serve", flag.ContinueOnError)
 	var cfg serveConfig
@@ -43,11 +41,25 @@ func newTestServer(t *testing.T, logs io.Writer, store httplimit.Store, args ...
 }
 
 // failingStore is a store that is always down.
-type failingStore struct{ *httplimit.MemoryStore }
+type failingStore struct{}
 
-func (failingStore) TakeAll(context.Context, time.Time, []httplimit.Take, []engine.Decision) (int, error) {
-	return 0, errors.New("dial tcp 10.0.0.5:6379: connect: connection refused")
+func (failingStore) Bind(s engine.Spec) (engine.Limiter, error) { return downLimiter{s}, nil }
+func (failingStore) Release(engine.Limiter)                     {}
+
+// downLimiter is a Limiter whose store cannot be reached.
+type downLimiter struct{ s engine.Spec }
+
+func (downLimiter) Take(context.Context, string, float64) (engine.Decision, error) {
+	return engine.Decision{}, errDown
 }
+func (downLimiter) TakeAll(context.Context, []engine.Take, []engine.Decision) (int, error) {
+	return -1, errDown
+}
+func (d downLimiter) Limit() engine.Limit { return d.s.Limit }
+func (d downLimiter) Burst() float64      { return d.s.Burst }
+func (downLimiter) Close() error          { return nil }
+
+var errDown = fmt.Errorf("dial tcp 10.0.0.5:6379: connect: connection refused: %w", engine.ErrUnavailable)
 
 // scrape returns s's metrics as the admin listener serves them.
 func scrape(t *testing.T, s *server) string {
@@ -67,7 +79,7 @@ func scrape(t *testing.T, s *server) string {
 func TestStoreOutageLogsAHandfulAndCountsAll(t *testing.T) {
 	const n = 10_000
 	var logs syncBuffer
-	s := newTestServer(t, &logs, failingStore{httplimit.NewMemoryStore(httplimit.MemoryOptions{})})
+	s := newTestServer(t, &logs, failingStore{})
 	start := time.Now()
 	for i := range n {
 		w := httptest.NewRecorder()

@@ -15,20 +15,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// hsStore is an HTTPStore on a client of its own to the server at addr.
-func hsStore(t *testing.T, addr string, opts HTTPStoreOptions) *HTTPStore {
+// hsStore is a Store on a client of its own to the server at addr.
+func hsStore(t *testing.T, addr string, opts StoreOptions) *engine.Pool {
 	t.Helper()
-	s, err := NewHTTPStore(newRue(t, addr), opts)
+	s, err := NewStore(newRue(t, addr), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-// hsLimiter is an httplimit.Limiter with rules on store.
-func hsLimiter(t *testing.T, store httplimit.Store, rules ...httplimit.Rule) *httplimit.Limiter {
+// hsLimiter is an httplimit.Middleware with rules on store: the store's main
+// user, which the tests exercise it under (the package itself does not
+// import httplimit).
+func hsLimiter(t *testing.T, store engine.Store, rules ...httplimit.Rule) *httplimit.Middleware {
 	t.Helper()
-	l, err := httplimit.New(rules, httplimit.Options{Store: store})
+	return hsLimiterOpts(t, httplimit.Options{Store: store}, rules...)
+}
+
+func hsLimiterOpts(t *testing.T, opts httplimit.Options, rules ...httplimit.Rule) *httplimit.Middleware {
+	t.Helper()
+	l, err := httplimit.New(rules, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +48,7 @@ func hsPerIP(rate, burst float64) httplimit.Rule {
 }
 
 // hsCheck asks l about a GET from ip.
-func hsCheck(l *httplimit.Limiter, ip string) httplimit.Result {
+func hsCheck(l *httplimit.Middleware, ip string) httplimit.Result {
 	r := httptest.NewRequest("GET", "/x", nil)
 	r.RemoteAddr = ip + ":1234"
 	return l.Check(r)
@@ -50,13 +57,13 @@ func hsCheck(l *httplimit.Limiter, ip string) httplimit.Result {
 // Two limiters, each on its own store and client, share one Redis: together
 // they admit the burst of one rule, exactly, from goroutines racing on both;
 // each alone, on memory stores, would admit it twice.
-func TestHTTPStoreSharesBucketsAcrossInstances(t *testing.T) {
+func TestStoreSharesBucketsAcrossInstances(t *testing.T) {
 	srv := startRedis(t)
 	const burst = 40
 	rule := hsPerIP(1.0/86400, burst)
-	limiters := []*httplimit.Limiter{
-		hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rule),
-		hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rule),
+	limiters := []*httplimit.Middleware{
+		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
+		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
 	}
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -89,7 +96,7 @@ func TestHTTPStoreSharesBucketsAcrossInstances(t *testing.T) {
 // two rules, get the same decisions, the same denying rule and the same
 // remaining tokens (whole: Redis's clock moves on between calls, refilling
 // a little).
-func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
+func TestStoreDecidesLikeMemoryStore(t *testing.T) {
 	srv := startRedis(t)
 	rules := []httplimit.Rule{
 		hsPerIP(0.01, 5),
@@ -98,7 +105,7 @@ func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
 	mem := httplimit.NewMemoryStore(httplimit.MemoryOptions{})
 	defer mem.Close()
 	lm := hsLimiter(t, mem, rules...)
-	lr := hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), rules...)
+	lr := hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rules...)
 	ips := []string{"198.51.100.1", "198.51.100.2", "198.51.100.1", "198.51.100.3"}
 	for i := range 24 {
 		ip := ips[i%len(ips)]
@@ -117,31 +124,31 @@ func TestHTTPStoreDecidesLikeMemoryStore(t *testing.T) {
 
 // A rule keeps its buckets in Redis across a new store (a restart) when its
 // ID is unchanged, and a changed rule starts with full buckets, on a reload
-// too: the store is not an httplimit.Retuner.
-func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
-	if _, ok := any(&HTTPStore{}).(httplimit.Retuner); ok {
-		t.Fatal("HTTPStore is an httplimit.Retuner")
+// too: the store's Limiters are not engine.Retuners.
+func TestStoreBucketsFollowTheRuleID(t *testing.T) {
+	if _, ok := any(&Limiter{}).(engine.Retuner); ok {
+		t.Fatal("Limiter is an engine.Retuner")
 	}
 	srv := startRedis(t)
-	drain := func(l *httplimit.Limiter) (n int) {
+	drain := func(l *httplimit.Middleware) (n int) {
 		for hsCheck(l, "198.51.100.9").Allowed {
 			n++
 		}
 		return n
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 3 {
 		t.Fatalf("first drain admitted %d, want 3", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 3))); n != 0 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 0 {
 		t.Errorf("same rule on a new store admitted %d, want 0: the drained bucket is in Redis", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{}), hsPerIP(0.001, 4))); n != 4 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 4))); n != 4 {
 		t.Errorf("changed rule admitted %d, want a full bucket of 4", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
 		t.Errorf("same rule under another prefix admitted %d, want 3", n)
 	}
-	l := hsLimiter(t, hsStore(t, srv.addr(), HTTPStoreOptions{Prefix: "reload:"}), hsPerIP(0.001, 3))
+	l := hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{Prefix: "reload:"}), hsPerIP(0.001, 3))
 	drain(l)
 	if err := l.Reload([]httplimit.Rule{hsPerIP(0.001, 5)}); err != nil {
 		t.Fatal(err)
@@ -153,10 +160,10 @@ func TestHTTPStoreBucketsFollowTheRuleID(t *testing.T) {
 
 // Keys are escaped: a client cannot reach another client's bucket, nor
 // choose a hash tag, with braces or percent signs in its key.
-func TestHTTPStoreKeysCannotCollide(t *testing.T) {
+func TestStoreKeysCannotCollide(t *testing.T) {
 	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
-	h, err := s.Bind(httplimit.Limit{ID: "k#0000000000000001", Name: "k", Rate: 0.001, Burst: 1})
+	s := hsStore(t, srv.addr(), StoreOptions{})
+	h, err := s.Bind(engine.Spec{ID: "k#0000000000000001", Name: "k", Limit: 0.001, Burst: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,14 +171,14 @@ func TestHTTPStoreKeysCannotCollide(t *testing.T) {
 	ctx := context.Background()
 	out := make([]engine.Decision, 1)
 	for _, key := range []string{"a", "{a}", "%7Ba%7D", "%257Ba%257D", "x{a}", "{a", "a}", "", "{}"} {
-		denied, err := s.TakeAll(ctx, time.Now(), []httplimit.Take{{Handle: h, Key: key, N: 1}}, out)
+		denied, err := h.TakeAll(ctx, []engine.Take{{Limiter: h, Key: key, N: 1}}, out)
 		if err != nil || denied != -1 || !out[0].Allowed {
 			t.Errorf("first take of %q: denied %d, %v, %+v; want a full bucket of its own", key, denied, err, out[0])
 		}
 	}
 	// And each of them is now drained.
 	for _, key := range []string{"a", "{a}", "%7Ba%7D"} {
-		if denied, err := s.TakeAll(ctx, time.Now(), []httplimit.Take{{Handle: h, Key: key, N: 1}}, out); err != nil || denied != 0 {
+		if denied, err := h.TakeAll(ctx, []engine.Take{{Limiter: h, Key: key, N: 1}}, out); err != nil || denied != 0 {
 			t.Errorf("second take of %q: denied %d, %v; want 0", key, denied, err)
 		}
 	}
@@ -179,86 +186,88 @@ func TestHTTPStoreKeysCannotCollide(t *testing.T) {
 
 // TakeAll over several rules is all or nothing, and reports as the memory
 // store does: the denied take, with nothing taken from the others.
-func TestHTTPStoreTakeAllIsAllOrNothing(t *testing.T) {
+func TestStoreTakeAllIsAllOrNothing(t *testing.T) {
 	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
-	big, _ := s.Bind(httplimit.Limit{ID: "big#1", Name: "big", Rate: 0.001, Burst: 10})
-	small, _ := s.Bind(httplimit.Limit{ID: "small#1", Name: "small", Rate: 0.001, Burst: 2})
+	s := hsStore(t, srv.addr(), StoreOptions{})
+	big, _ := s.Bind(engine.Spec{ID: "big#1", Name: "big", Limit: 0.001, Burst: 10})
+	small, _ := s.Bind(engine.Spec{ID: "small#1", Name: "small", Limit: 0.001, Burst: 2})
 	ctx := context.Background()
 	out := make([]engine.Decision, 2)
-	takes := []httplimit.Take{{Handle: big, Key: "u", N: 1}, {Handle: small, Key: "u", N: 1}}
+	takes := []engine.Take{{Limiter: big, Key: "u", N: 1}, {Limiter: small, Key: "u", N: 1}}
 	for i := range 2 {
-		if denied, err := s.TakeAll(ctx, time.Now(), takes, out); err != nil || denied != -1 {
+		if denied, err := big.TakeAll(ctx, takes, out); err != nil || denied != -1 {
 			t.Fatalf("take %d: denied %d, %v", i, denied, err)
 		}
 	}
-	denied, err := s.TakeAll(ctx, time.Now(), takes, out)
+	denied, err := big.TakeAll(ctx, takes, out)
 	if err != nil || denied != 1 || out[0].Allowed || out[1].Allowed || out[1].RetryAfter <= 0 {
 		t.Fatalf("third take: denied %d, %v, %+v; want take 1 denied", denied, err, out)
 	}
 	// big gave back its token: it holds 8, not 7.
-	if _, err := s.TakeAll(ctx, time.Now(), takes[:1], out); err != nil || int(out[0].Remaining) != 7 {
+	if _, err := big.TakeAll(ctx, takes[:1], out); err != nil || int(out[0].Remaining) != 7 {
 		t.Errorf("big after the denied call and one more take: %+v, %v; want 7 left", out[0], err)
 	}
 	// A cost above a burst is never satisfiable.
 	takes[1].N = 3
-	if denied, err := s.TakeAll(ctx, time.Now(), takes, out); err != nil || denied != 1 || out[1].RetryAfter != engine.InfDuration {
+	if denied, err := big.TakeAll(ctx, takes, out); err != nil || denied != 1 || out[1].RetryAfter != engine.InfDuration {
 		t.Errorf("cost above burst: denied %d, %v, %+v", denied, err, out[1])
 	}
-	if denied, err := s.TakeAll(ctx, time.Now(), nil, nil); err != nil || denied != -1 {
+	if denied, err := big.TakeAll(ctx, nil, nil); err != nil || denied != -1 {
 		t.Errorf("no takes: %d, %v", denied, err)
 	}
 }
 
-// Binding an ID twice gives the same handle; the limiter goes only when
-// both binds are released, and its buckets stay in Redis.
-func TestHTTPStoreBindRelease(t *testing.T) {
+// Binding an ID twice gives the same Limiter; it goes only when both binds
+// are released, and its buckets stay in Redis.
+func TestStoreBindRelease(t *testing.T) {
 	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), HTTPStoreOptions{})
-	lim := httplimit.Limit{ID: "r#2", Name: "r", Rate: 0.001, Burst: 1}
+	s := hsStore(t, srv.addr(), StoreOptions{})
+	lim := engine.Spec{ID: "r#2", Name: "r", Limit: 0.001, Burst: 1}
 	h1, _ := s.Bind(lim)
 	h2, _ := s.Bind(lim)
 	if h1 != h2 {
-		t.Fatal("two binds of one ID gave different handles")
+		t.Fatal("two binds of one ID gave different Limiters")
 	}
-	out := make([]engine.Decision, 1)
-	s.TakeAll(context.Background(), time.Now(), []httplimit.Take{{Handle: h1, Key: "k", N: 1}}, out)
+	h1.Take(context.Background(), "k", 1)
 	s.Release(h1)
 	if h3, _ := s.Bind(lim); h3 != h1 {
-		t.Error("rebinding while one bind is held gave a new handle")
+		t.Error("rebinding while one bind is held gave a new Limiter")
 	} else {
 		s.Release(h3)
 	}
 	s.Release(h2)
 	// A take in flight with a released handle still works.
-	if denied, err := s.TakeAll(context.Background(), time.Now(), []httplimit.Take{{Handle: h1, Key: "k", N: 1}}, out); err != nil || denied != 0 {
-		t.Errorf("take with a released handle: denied %d, %v; want the drained bucket's denial", denied, err)
+	if d, err := h1.Take(context.Background(), "k", 1); err != nil || d.Allowed {
+		t.Errorf("take with a released Limiter: %+v, %v; want the drained bucket's denial", d, err)
 	}
 	h4, _ := s.Bind(lim)
 	if h4 == h1 {
-		t.Error("bind after every release gave the old handle")
+		t.Error("bind after every release gave the old Limiter")
 	}
-	if denied, _ := s.TakeAll(context.Background(), time.Now(), []httplimit.Take{{Handle: h4, Key: "k", N: 1}}, out); denied != 0 {
+	if d, _ := h4.Take(context.Background(), "k", 1); d.Allowed {
 		t.Error("a new bind of the ID did not find its bucket in Redis")
 	}
 }
 
 // When Redis is gone, TakeAll returns an error and each rule's fail_mode
 // decides: "open" admits, "closed" answers 503. With FallbackShare the local
-// engines decide instead, at that share of the limit, and OnFallback hears
-// of the errors.
-func TestHTTPStoreFailure(t *testing.T) {
+// engines decide instead, at that share of the limit, and the errors, which
+// wrap engine.ErrFallback, still reach OnStoreError.
+func TestStoreFailure(t *testing.T) {
 	srv := startRedis(t)
 	open := hsPerIP(0.001, 4)
 	closed := httplimit.Rule{Name: "closed", LimitKeys: []string{"path"}, Rate: 0.001, Burst: 4, FailMode: "closed"}
-	opts := HTTPStoreOptions{Timeout: 200 * time.Millisecond}
+	opts := StoreOptions{Timeout: 200 * time.Millisecond}
 	lo := hsLimiter(t, hsStore(t, srv.addr(), opts), open)
 	lc := hsLimiter(t, hsStore(t, srv.addr(), opts), closed)
 	var fallbackErrs atomic.Int64
 	fb := opts
 	fb.FallbackShare = 0.5
-	fb.OnFallback = func(error) { fallbackErrs.Add(1) }
-	lf := hsLimiter(t, hsStore(t, srv.addr(), fb), open)
+	lf := hsLimiterOpts(t, httplimit.Options{Store: hsStore(t, srv.addr(), fb), OnStoreError: func(err error) {
+		if errors.Is(err, engine.ErrFallback) {
+			fallbackErrs.Add(1)
+		}
+	}}, open)
 	if !hsCheck(lo, "198.51.100.1").Allowed || !hsCheck(lc, "198.51.100.1").Allowed || !hsCheck(lf, "198.51.100.2").Allowed {
 		t.Fatal("not admitted while Redis is up")
 	}
@@ -280,43 +289,43 @@ func TestHTTPStoreFailure(t *testing.T) {
 		}
 	}
 	if admitted != 2 || fallbackErrs.Load() != 10 {
-		t.Errorf("fallback at share 0.5 of burst 4 admitted %d of 10 (want 2), OnFallback heard %d errors (want 10)",
+		t.Errorf("fallback at share 0.5 of burst 4 admitted %d of 10 (want 2), OnStoreError heard %d fallback errors (want 10)",
 			admitted, fallbackErrs.Load())
 	}
 }
 
 // Bad options fail the constructor with an error naming the field; a rule
 // the store cannot hold fails its Bind.
-func TestHTTPStoreBadOptions(t *testing.T) {
-	if _, err := NewHTTPStore(nil, HTTPStoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
+func TestStoreBadOptions(t *testing.T) {
+	if _, err := NewStore(nil, StoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil client: %v", err)
 	}
-	if _, err := NewHTTPStoreGoRedis(nil, HTTPStoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewStoreGoRedis(nil, StoreOptions{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil go-redis client: %v", err)
 	}
 	// A client that is never used: construction does not dial.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
 	for _, tc := range []struct {
-		opts HTTPStoreOptions
+		opts StoreOptions
 		want string
 	}{
-		{HTTPStoreOptions{Prefix: "a{b"}, "Prefix"},
-		{HTTPStoreOptions{Timeout: -time.Second}, "Timeout"},
-		{HTTPStoreOptions{FallbackShare: 1.5}, "FallbackShare"},
-		{HTTPStoreOptions{FallbackShare: -1}, "FallbackShare"},
-		{HTTPStoreOptions{BreakFor: -1}, "BreakFor"},
+		{StoreOptions{Prefix: "a{b"}, "Prefix"},
+		{StoreOptions{Timeout: -time.Second}, "Timeout"},
+		{StoreOptions{FallbackShare: 1.5}, "FallbackShare"},
+		{StoreOptions{FallbackShare: -1}, "FallbackShare"},
+		{StoreOptions{BreakFor: -1}, "BreakFor"},
 	} {
-		_, err := NewHTTPStoreGoRedis(rdb, tc.opts)
+		_, err := NewStoreGoRedis(rdb, tc.opts)
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an invalid-config error naming %s", tc.opts, err, tc.want)
 		}
 	}
-	s, err := NewHTTPStoreGoRedis(rdb, HTTPStoreOptions{FallbackShare: 0.1})
+	s, err := NewStoreGoRedis(rdb, StoreOptions{FallbackShare: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Bind(httplimit.Limit{ID: "tiny#3", Name: "tiny", Rate: 1, Burst: 5}); err == nil || !strings.Contains(err.Error(), `"tiny"`) {
+	if _, err := s.Bind(engine.Spec{ID: "tiny#3", Name: "tiny", Limit: 1, Burst: 5}); err == nil || !strings.Contains(err.Error(), `"tiny"`) {
 		t.Errorf("fallback burst 0.5 token: %v, want an error naming the rule", err)
 	}
 }
@@ -324,7 +333,7 @@ func TestHTTPStoreBadOptions(t *testing.T) {
 // On a Redis Cluster the store works unchanged: two limiters on their own
 // cluster clients share two rules whose buckets lie in different slots, and
 // together admit exactly the smaller burst.
-func TestHTTPStoreOnCluster(t *testing.T) {
+func TestStoreOnCluster(t *testing.T) {
 	nodes := startCluster(t)
 	var addrs []string
 	for _, n := range nodes {
@@ -337,10 +346,10 @@ func TestHTTPStoreOnCluster(t *testing.T) {
 	if slotOf("{198.51.100.20}") == slotOf("{/x}") {
 		t.Fatal("the two rules' keys share a slot; pick others")
 	}
-	opts := HTTPStoreOptions{Timeout: 10 * time.Second}
-	var limiters []*httplimit.Limiter
+	opts := StoreOptions{Timeout: 10 * time.Second}
+	var limiters []*httplimit.Middleware
 	for range 2 {
-		s, err := NewHTTPStore(newRue(t, addrs...), opts)
+		s, err := NewStore(newRue(t, addrs...), opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,77 @@
+package redisstore
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/engine/limitertest"
+)
+
+// TestConformance runs the engine.Limiter conformance suite against a real
+// redis-server, through each client. Every subtest gets a client of its own,
+// which all its limiters share (so that they accept each other in TakeAll),
+// and every limiter a unique Prefix.
+func TestConformance(t *testing.T) {
+	srv := startRedis(t)
+	var n atomic.Int64 // for Prefixes unique on the server
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) client
+	}{
+		{"rueidis", func(t *testing.T) client { return rueClient{newRue(t, srv.addr())} }},
+		{"go-redis", func(t *testing.T) client { return goRedisClient{newGoRedis(t, srv.addr())} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			clients := map[*testing.T]client{}
+			limitertest.Run(t, limitertest.Harness{
+				Open: func(t *testing.T, limit engine.Limit, burst float64) engine.Limiter {
+					mu.Lock()
+					c, ok := clients[t]
+					if !ok {
+						c = tc.open(t)
+						clients[t] = c
+					}
+					mu.Unlock()
+					l, err := newLimiter(c, Config{Limit: limit, Burst: burst, Prefix: "conformance" + strconv.FormatInt(n.Add(1), 10) + ":",
+						Timeout: 10 * time.Second, OnFailure: FailClosed})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { l.Close() })
+					return l
+				},
+			})
+		})
+	}
+}
+
+// The Limiters a Store binds (those httplimit gets, whose keys are escaped)
+// pass the suite too.
+func TestStoreConformance(t *testing.T) {
+	srv := startRedis(t)
+	var n atomic.Int64
+	var mu sync.Mutex
+	stores := map[*testing.T]*engine.Pool{}
+	limitertest.Run(t, limitertest.Harness{
+		Open: func(t *testing.T, limit engine.Limit, burst float64) engine.Limiter {
+			mu.Lock()
+			s, ok := stores[t]
+			if !ok {
+				s = hsStore(t, srv.addr(), StoreOptions{Prefix: "store-conformance:", Timeout: 10 * time.Second})
+				stores[t] = s
+			}
+			mu.Unlock()
+			l, err := s.Bind(engine.Spec{ID: "rule#" + strconv.FormatInt(n.Add(1), 10), Name: "rule", Limit: limit, Burst: burst})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Release(l) })
+			return l
+		},
+	})
+}
