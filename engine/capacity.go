@@ -111,40 +111,49 @@ func (e *Engine) capacityWait(ns int64) time.Duration {
 	return since(ns, max(e.noEvictBefore.Load(), ns+1))
 }
 
-// evictIfFull replaces b's word by fixedpoint.Tomb if the bucket is full at
-// ns, as generation g reads it, and so is a key without a bucket (a raise of
-// the burst leaves those short of it for a while: see generation.blank). It returns whether it evicted, the time the
-// eviction was decided at, and otherwise the time from which the bucket will
-// be full if left alone (times in nanoseconds since the epoch).
+// evictIfFull tombs b if the bucket is full at ns, as generation g reads it,
+// and so is a key without a bucket (a raise of the burst leaves those short
+// of it for a while: see generation.blank). It returns whether it evicted,
+// the time the eviction was decided at, and otherwise the time from which
+// the bucket will be full if left alone (times in nanoseconds since the
+// epoch).
 //
 // A bucket whose last update is later than ns (a clock behind the bucket)
-// is never evicted. The eviction is one CompareAndSwap from the word that
-// showed a full bucket, so a concurrent take either lands first (the CAS
-// fails and the bucket stays) or finds the tomb and starts a new, full bucket
-// at no earlier time: eviction never loses a take.
+// is never evicted. The eviction is shard.Bucket.TombIf, one CompareAndSwap
+// from the word that showed a full bucket, so a concurrent take either lands
+// first (the CAS fails and the bucket is judged again) or finds the tomb and
+// starts a new, full bucket at no earlier time: eviction never loses a take.
 func (e *Engine) evictIfFull(g *generation, b *shard.Bucket, ns int64) (evicted bool, at, fullAt int64) {
 	for {
-		orig, w, ep, live, fresh := g.view(b)
-		if !fresh {
-			g = e.current()
-			continue
-		}
-		if !live {
-			return false, 0, math.MaxInt64
-		}
-		l := g.layout
-		now := l.At(ns)
-		base := l.Base(ep)
-		last, at, tokens := l.Advance(w, base, now)
-		if now.Tick < last {
-			return false, 0, l.Nanos(last)
-		}
-		if tokens == l.Capacity() && ns >= g.fullAt {
-			if b.CompareAndSwap(orig, fixedpoint.Tomb) {
-				return true, l.Nanos(at), 0
+		stale := false
+		fullAt = math.MaxInt64 // for a bucket found gone: no time to report
+		evicted = b.TombIf(func(orig fixedpoint.Word) bool {
+			w, ep, fresh := g.read(b, orig)
+			if !fresh {
+				stale = true
+				return false
 			}
-			continue
+			l := g.layout
+			now := l.At(ns)
+			last, tick, tokens := l.Advance(w, l.Base(ep), now)
+			if now.Tick < last {
+				fullAt = l.Nanos(last)
+				return false
+			}
+			if tokens == l.Capacity() && ns >= g.fullAt {
+				at = l.Nanos(tick)
+				return true
+			}
+			fullAt = max(g.fullAt, l.Nanos(tick+int64(l.TicksUntil(tick, tokens, l.Capacity()))))
+			return false
+		})
+		switch {
+		case stale:
+			g = e.current()
+		case evicted:
+			return true, at, 0
+		default:
+			return false, 0, fullAt
 		}
-		return false, 0, max(g.fullAt, l.Nanos(at+int64(l.TicksUntil(at, tokens, l.Capacity()))))
 	}
 }

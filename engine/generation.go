@@ -143,41 +143,101 @@ func (g *generation) setBlank(prev *generation) {
 // generation newer than g.
 const maxLift = 4
 
-// view returns b's word as generation g reads it: the word itself, and its
-// epoch's base, for a bucket of g; for a bucket of an earlier generation, the
-// word of its state carried through every change since (lift), in a fresh
-// epoch, whose base is also returned. orig is the word b holds, for a
-// CompareAndSwap; live is false if b is gone (Tomb). ok is false if b is of a
-// generation newer than g: the caller's g is stale, and it reads the engine's
-// current one again.
-func (g *generation) view(b *shard.Bucket) (orig, w fixedpoint.Word, ep fixedpoint.Epoch, live, ok bool) {
-	orig = b.Load()
-	if orig == fixedpoint.Tomb {
-		return orig, orig, 0, false, true
+// view returns b's state as generation g reads it (read), for a reader that
+// changes nothing. live is false if b is gone (evicted or replaced); fresh is
+// false if g does not reach b's generation: the caller reads the engine's
+// current generation, and b, again.
+func (g *generation) view(b *shard.Bucket) (w fixedpoint.Word, ep fixedpoint.Epoch, live, fresh bool) {
+	orig, live := b.Word()
+	if !live {
+		return orig, 0, false, true
 	}
+	w, ep, fresh = g.read(b, orig)
+	return w, ep, true, fresh
+}
+
+// read returns orig, a word that b held, as generation g reads it: the word
+// itself, and its epoch, for a bucket of g; for a bucket of an earlier
+// generation, the word of its state carried through every change since
+// (lift), in a fresh epoch, which is also returned. fresh is false if b is
+// of a generation that g's chain does not reach: newer than g (g is stale),
+// or older than the chain (b was rewritten since orig was read, and its word
+// read again is a tomb). Either way the caller reads the engine's current
+// generation and b's word again.
+func (g *generation) read(b *shard.Bucket, orig fixedpoint.Word) (w fixedpoint.Word, ep fixedpoint.Epoch, fresh bool) {
 	if b.Gen() == g.id {
-		return orig, orig, b.Epoch(), true, true
+		return orig, b.Epoch(), true
 	}
 	var chain [maxLift]*generation
 	n := 0
 	from := g
 	for from != nil && from.id != b.Gen() {
 		if n == maxLift {
-			return orig, orig, 0, true, false
+			return orig, 0, false
 		}
 		chain[n] = from
 		n++
 		from = from.prev.Load()
 	}
 	if from == nil {
-		return orig, orig, 0, true, false
+		return orig, 0, false
 	}
 	w, ep = orig, b.Epoch()
 	for i := n - 1; i >= 0; i-- {
 		ep, w = lift(from, chain[i], w, ep)
 		from = chain[i]
 	}
-	return orig, w, ep, true, true
+	return w, ep, true
+}
+
+// plan is what a computation in generation.update does with the word it
+// arrives at.
+type plan uint8
+
+const (
+	// planStale: the bucket is of a generation the call's does not reach
+	// (read); nothing written. Read the current one, and the word, again.
+	planStale plan = iota
+	// planNone: nothing to write; the answer was computed from the word.
+	planNone
+	// planInPlace: the word was written in the bucket.
+	planInPlace
+	// planReplace: the word needs a new bucket (another epoch or
+	// generation); nothing written. Replace the bucket, from the word it
+	// was computed from.
+	planReplace
+)
+
+// update changes b's word by f, in generation g, through shard.Bucket.Update,
+// which calls f again on a lost race. f is given the word as g reads it
+// (read) and its epoch, and returns the new word, the epoch it is packed in
+// and its plan; Update writes it only for planInPlace. A word of a
+// generation g does not reach ends the update with planStale, f not called.
+// It returns orig, the word b held when f last ran (what a replacement must
+// find), f's last answer, and live: false if b is gone, f's answer void.
+func (g *generation) update(b *shard.Bucket, f func(w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Word, fixedpoint.Epoch, plan)) (orig, next fixedpoint.Word, ep fixedpoint.Epoch, pl plan, live bool) {
+	orig, live = b.Update(func(orig fixedpoint.Word) (fixedpoint.Word, bool) {
+		w, wep, fresh := g.read(b, orig)
+		if !fresh {
+			pl = planStale
+			return orig, false
+		}
+		next, ep, pl = f(w, wep)
+		return next, pl == planInPlace
+	})
+	return orig, next, ep, pl, live
+}
+
+// put returns the word of b's state holding tokens at tick at, in generation
+// g, its epoch and its plan: in place, in b's epoch ep, if it fits there and
+// b is of g; otherwise in a new bucket of the epoch of at.
+func (g *generation) put(b *shard.Bucket, ep fixedpoint.Epoch, at int64, tokens uint64) (fixedpoint.Word, fixedpoint.Epoch, plan) {
+	l := g.layout
+	if next, fits := l.Pack(l.Base(ep), at, tokens); fits && b.Gen() == g.id {
+		return next, ep, planInPlace
+	}
+	ep, next := l.PackNew(at, tokens)
+	return next, ep, planReplace
 }
 
 // lift carries a word of generation from, of epoch ep, into generation to,

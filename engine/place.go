@@ -122,7 +122,7 @@ func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *gene
 			}
 			return g, 0, 0, false
 		}
-		_, w, ep, live, fresh := g.view(p.b)
+		w, ep, live, fresh := g.view(p.b)
 		if !fresh {
 			g = e.current()
 			continue
@@ -145,34 +145,37 @@ func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *gene
 // meanwhile (nothing taken); stale if the bucket is of a generation newer
 // than g.
 //
-// Lock-free as to the word: the new state is computed from a loaded word and
-// the replacement is a CompareAndSwap of that word to Tomb, under the shard's
-// (or overflow bucket's) mutex only for the swap of the pointer.
+// Lock-free as to the word: the new state is computed in shard.Bucket.Update,
+// which writes it in place if it fits there, and the replacement tombs the
+// word it was computed from (shard.Bucket.Tomb), under the shard's (or
+// overflow bucket's) mutex only for the swap of the pointer.
 func (e *Engine) rewrite(g *generation, h uint64, key string, p place, now fixedpoint.Instant, cost uint64) (s fixedpoint.Step, _ place, _ shard.Status, stale bool) {
 	l := g.layout
 	for {
-		orig, w, ep, live, fresh := g.view(p.b)
-		if !fresh {
-			return s, p, shard.Gone, true
-		}
-		if !live {
-			return s, p, shard.Gone, false
-		}
-		inPlace := p.b.Gen() == g.id
-		s = l.Take(w, l.Base(ep), now, cost)
-		next := s.Next
-		switch {
-		case s.Write() && inPlace:
-			if p.b.CompareAndSwap(orig, next) {
-				return s, p, shard.Done, false
+		orig, next, ep, pl, live := g.update(p.b, func(w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Word, fixedpoint.Epoch, plan) {
+			inPlace := p.b.Gen() == g.id
+			s = l.Take(w, l.Base(ep), now, cost)
+			switch {
+			case s.Write() && inPlace:
+				return s.Next, ep, planInPlace
+			case s.NeedsEpoch(cost):
+				ep, next := l.PackNew(s.At, s.Tokens)
+				return next, ep, planReplace
+			case !s.Write() && inPlace:
+				return w, ep, planNone // denied, or a peek: nothing to write
+			case !s.Write():
+				return w, ep, planReplace // the lifted state, taken or not
+			default: // taken from a bucket of an earlier generation
+				return s.Next, ep, planReplace
 			}
-			continue
-		case s.NeedsEpoch(cost):
-			ep, next = l.PackNew(s.At, s.Tokens)
-		case !s.Write() && inPlace:
-			return s, p, shard.Done, false // denied, or a peek: nothing to write
-		case !s.Write():
-			next = w // the lifted state, taken or not
+		})
+		switch {
+		case !live:
+			return s, p, shard.Gone, false
+		case pl == planStale:
+			return s, p, shard.Gone, true
+		case pl != planReplace:
+			return s, p, shard.Done, false
 		}
 		if nb, ok := e.replace(g, h, key, p, orig, ep, next); ok {
 			return s, place{b: nb, spill: p.spill}, shard.Done, false

@@ -112,9 +112,9 @@ const maxAhead = 1 << 62
 // nothing a caller before the stamp could take. It returns the instant the
 // tokens are due and the take.
 //
-// Lock-free as give is: load, compute, CompareAndSwap, retry on a lost race;
-// a bucket of another epoch or generation is replaced under its shard's
-// mutex.
+// Lock-free as give is: the word is computed in shard.Bucket.Update, which
+// retries on a lost race; a bucket of another epoch or generation is
+// replaced under its shard's mutex.
 func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint64, within time.Duration) (int64, held, reserveResult) {
 	for {
 		g := e.current()
@@ -122,41 +122,47 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 		if cost > l.Capacity() {
 			return neverAfter(ns), held{}, unpayable
 		}
-		orig, w, ep, live, fresh := g.view(p.b)
-		if !fresh {
-			continue
-		}
+		var (
+			act int64
+			res reserveResult // of planNone
+		)
+		orig, next, ep, pl, live := g.update(p.b, func(w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Word, fixedpoint.Epoch, plan) {
+			base := l.Base(ep)
+			_, at, tokens := l.Advance(w, base, l.At(ns))
+			if tokens >= cost {
+				act, res = 0, again
+				return w, ep, planNone
+			}
+			k := int64(l.TicksUntil(at, tokens, cost))
+			if k > l.At(maxAhead).Tick-at {
+				act, res = maxAhead, beyond
+				return w, ep, planNone
+			}
+			due := at + k
+			if act = l.Nanos(due); time.Duration(act-ns) > within {
+				res = late
+				return w, ep, planNone
+			}
+			_, _, have := l.Advance(w, base, fixedpoint.Instant{Tick: due, Ceil: due})
+			stamp, left := unrefill(l, due, have-cost, l.CeilTick(ns))
+			return g.put(p.b, ep, stamp, left)
+		})
 		if !live {
 			if p = e.successor(hash, key, p); p.b == nil {
 				return 0, held{}, again
 			}
 			continue
 		}
-		base := l.Base(ep)
-		_, at, tokens := l.Advance(w, base, l.At(ns))
-		if tokens >= cost {
-			return 0, held{}, again
-		}
-		k := int64(l.TicksUntil(at, tokens, cost))
-		if k > l.At(maxAhead).Tick-at {
-			return maxAhead, held{}, beyond
-		}
-		due := at + k
-		act := l.Nanos(due)
-		if time.Duration(act-ns) > within {
-			return act, held{}, late
-		}
-		_, _, have := l.Advance(w, base, fixedpoint.Instant{Tick: due, Ceil: due})
-		stamp, left := unrefill(l, due, have-cost, l.CeilTick(ns))
-		h := held{p: p, key: key, atNs: act, ns: act, cost: cost, g: g}
-		next, fits := l.Pack(base, stamp, left)
-		if fits && p.b.Gen() == g.id {
-			if p.b.CompareAndSwap(orig, next) {
-				return act, h, reserved
-			}
+		switch pl {
+		case planStale:
 			continue
+		case planNone:
+			return act, held{}, res
 		}
-		ep, next = l.PackNew(stamp, left)
+		h := held{p: p, key: key, atNs: act, ns: act, cost: cost, g: g}
+		if pl == planInPlace {
+			return act, h, reserved
+		}
 		nb, ok := e.replace(g, hash, key, p, orig, ep, next)
 		if ok {
 			h.p = place{b: nb, spill: p.spill}

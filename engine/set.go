@@ -79,16 +79,20 @@ func (e *Engine) SetAt(t time.Time, limit Limit, burst float64) error {
 	g.prev.Store(old)
 	e.gen.Store(g)
 	rewrite := func(b *shard.Bucket) *shard.Bucket {
-		for b.Gen() != g.id {
-			orig, w, ep, live, _ := g.view(b)
-			if !live {
-				return nil // an overflow bucket evicted under us
-			}
-			if b.CompareAndSwap(orig, fixedpoint.Tomb) {
-				return shard.NewBucketFor(b, g.id, ep, w)
-			}
+		if b.Gen() == g.id {
+			return nil
 		}
-		return nil
+		// b is of old, which g.prev reaches: the change before rewrote every
+		// bucket of earlier generations before it returned.
+		var w fixedpoint.Word
+		var ep fixedpoint.Epoch
+		if !b.TombIf(func(orig fixedpoint.Word) bool {
+			w, ep, _ = g.read(b, orig)
+			return true
+		}) {
+			return nil // an overflow bucket evicted under us
+		}
+		return shard.NewBucketFor(b, g.id, ep, w)
 	}
 	for i := range e.table.Shards() {
 		e.table.Rewrite(i, rewrite)

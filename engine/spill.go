@@ -38,12 +38,12 @@ func (sp *spillBucket) init() { sp.evictedAt = math.MinInt64 }
 // read under the mutex, as Insert does.
 func (e *Engine) overflowBucket(born int64) *shard.Bucket {
 	sp := &e.spill
-	if b := sp.b.Load(); b != nil && b.Load() != fixedpoint.Tomb {
+	if b := sp.b.Load(); b != nil && b.Live() {
 		return b
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if b := sp.b.Load(); b != nil && b.Load() != fixedpoint.Tomb {
+	if b := sp.b.Load(); b != nil && b.Live() {
 		return b
 	}
 	g := e.current()
@@ -73,7 +73,7 @@ func (e *Engine) replaceOverflow(old *shard.Bucket, w fixedpoint.Word, gen uint1
 	if cur := sp.b.Load(); cur != old {
 		return cur, false
 	}
-	if e.current().id != gen || !old.CompareAndSwap(w, fixedpoint.Tomb) {
+	if e.current().id != gen || !old.Tomb(w) {
 		return old, false
 	}
 	nb := shard.NewBucket(gen, ep, next)
@@ -101,7 +101,7 @@ func (e *Engine) overflowState(g *generation, ns int64) (_ *generation, at int64
 			}
 			return g, 0, 0, false
 		}
-		_, w, ep, live, fresh := g.view(b)
+		w, ep, live, fresh := g.view(b)
 		if !fresh {
 			g = e.current()
 			continue

@@ -252,13 +252,14 @@ func (g *generation) refillSince(from *generation, takeNs, took, at int64) uint6
 // later time touched the bucket the refill is 0 and the take is undone
 // exactly.
 //
-// Lock-free like shard.Bucket.Take: load, compute, CompareAndSwap, retry on
-// a lost race. A bucket replaced by one of a later epoch or generation is
-// followed to its successor. An evicted bucket was full, and so is whatever
-// the key has now unless takes since drained it, each of which found the
-// refill since the take at least h.cost (the bucket was full after the
-// take): nothing is due. Across a change of limit (SetAt) the refill since
-// the take is bounded by the faster of the two rates (refillSince).
+// Lock-free like shard.Bucket.Take: the new word is computed in
+// shard.Bucket.Update, which retries on a lost race. A bucket replaced by one
+// of a later epoch or generation is followed to its successor. An evicted
+// bucket was full, and so is whatever the key has now unless takes since
+// drained it, each of which found the refill since the take at least h.cost
+// (the bucket was full after the take): nothing is due. Across a change of
+// limit (SetAt) the refill since the take is bounded by the faster of the two
+// rates (refillSince).
 func (e *Engine) give(h held) Decision {
 	return e.giveBack(h, math.MaxInt64)
 }
@@ -277,46 +278,46 @@ func (e *Engine) giveBack(h held, from int64) Decision {
 		g := e.current()
 		l := g.layout
 		now := l.At(h.ns)
-		orig, w, ep, live, fresh := g.view(p.b)
-		if !fresh {
-			continue
-		}
+		var (
+			at     int64
+			tokens uint64
+		)
+		orig, next, ep, pl, live := g.update(p.b, func(w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Word, fixedpoint.Epoch, plan) {
+			_, at, tokens = l.Advance(w, l.Base(ep), now)
+			took := l.CeilTick(h.atNs) // the take's tick, in g's units
+			back := min(h.cost, l.Capacity())
+			if at > took {
+				back -= min(back, g.refillSince(h.g, h.atNs, took, at))
+			}
+			if back == 0 || tokens == l.Capacity() {
+				return w, ep, planNone
+			}
+			tokens = min(tokens+back, l.Capacity())
+			if tokens == l.Capacity() && at > took {
+				// Filled by refill credited since the take: stored at the
+				// next quantum boundary, as every full bucket is, so that
+				// the grid's fraction is not credited again. (At the take's
+				// tick itself the bucket was full before the take, and that
+				// tick is already the boundary.)
+				at = l.Boundary(max(at, now.Ceil))
+			}
+			if from != math.MaxInt64 {
+				at, tokens = unrefill(l, at, tokens, l.CeilTick(from))
+			}
+			return g.put(p.b, ep, at, tokens)
+		})
 		if !live {
 			if p = e.successor(hash, h.key, p); p.b == nil {
 				return e.peek(h.ns, h.key, h.cost)
 			}
 			continue
 		}
-		base := l.Base(ep)
-		_, at, tokens := l.Advance(w, base, now)
-		took := l.CeilTick(h.atNs) // the take's tick, in g's units
-		back := min(h.cost, l.Capacity())
-		if at > took {
-			back -= min(back, g.refillSince(h.g, h.atNs, took, at))
-		}
-		if back == 0 || tokens == l.Capacity() {
+		switch pl {
+		case planStale:
+			continue
+		case planNone, planInPlace:
 			return g.after(at, tokens, h.cost, h.ns)
 		}
-		tokens = min(tokens+back, l.Capacity())
-		if tokens == l.Capacity() && at > took {
-			// Filled by refill credited since the take: stored at the next
-			// quantum boundary, as every full bucket is, so that the grid's
-			// fraction is not credited again. (At the take's tick itself the
-			// bucket was full before the take, and that tick is already the
-			// boundary.)
-			at = l.Boundary(max(at, now.Ceil))
-		}
-		if from != math.MaxInt64 {
-			at, tokens = unrefill(l, at, tokens, l.CeilTick(from))
-		}
-		next, fits := l.Pack(base, at, tokens)
-		if fits && p.b.Gen() == g.id {
-			if p.b.CompareAndSwap(orig, next) {
-				return g.after(at, tokens, h.cost, h.ns)
-			}
-			continue
-		}
-		ep, next = l.PackNew(at, tokens)
 		if nb, ok := e.replace(g, hash, h.key, p, orig, ep, next); ok {
 			return g.after(at, tokens, h.cost, h.ns)
 		} else if nb != p.b {

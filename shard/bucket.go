@@ -14,6 +14,11 @@ import (
 // Buckets are not padded: at a million keys a pad per bucket would cost more
 // memory than everything else together, and a bucket's word is contended only
 // when one key is.
+//
+// The word is read and written only through the methods below, which keep its
+// rules: every write is a CompareAndSwap from a word read before, so it lands
+// only on the state it was computed from; a tomb is written only by Tomb and
+// TombIf, and nothing writes over one.
 type Bucket struct {
 	// word is the packed (tick, tokens) state of fixedpoint.Word, its tick
 	// relative to the base of the bucket's epoch. It is only ever replaced
@@ -40,17 +45,28 @@ const (
 	NeedsEpoch
 )
 
-// Load returns the bucket's word.
-func (b *Bucket) Load() fixedpoint.Word { return fixedpoint.Word(b.word.Load()) }
+// load returns the bucket's word.
+func (b *Bucket) load() fixedpoint.Word { return fixedpoint.Word(b.word.Load()) }
 
-// CompareAndSwap replaces old by new if the word still holds old.
-func (b *Bucket) CompareAndSwap(old, new fixedpoint.Word) bool {
+// compareAndSwap replaces old by new if the word still holds old.
+func (b *Bucket) compareAndSwap(old, new fixedpoint.Word) bool {
 	return b.word.CompareAndSwap(uint64(old), uint64(new))
 }
 
 // base returns the first tick of the bucket's epoch, against which its word
 // resolves.
 func (b *Bucket) base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
+
+// Word returns the bucket's word, for a reader that changes nothing. live is
+// false if the bucket is gone (evicted or replaced; its word is
+// fixedpoint.Tomb, for good): look the key up again.
+func (b *Bucket) Word() (w fixedpoint.Word, live bool) {
+	w = b.load()
+	return w, w != fixedpoint.Tomb
+}
+
+// Live reports whether the bucket is live: neither evicted nor replaced.
+func (b *Bucket) Live() bool { return b.load() != fixedpoint.Tomb }
 
 // Take takes cost quanta (cost <= l.Capacity()) from the bucket at now.
 //
@@ -68,7 +84,7 @@ func (b *Bucket) base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
 func (b *Bucket) Take(l *fixedpoint.Layout, now fixedpoint.Instant, cost uint64) (fixedpoint.Step, Status) {
 	base := b.base(l)
 	for {
-		w := b.Load()
+		w := b.load()
 		if w == fixedpoint.Tomb {
 			return fixedpoint.Step{}, Gone
 		}
@@ -79,16 +95,88 @@ func (b *Bucket) Take(l *fixedpoint.Layout, now fixedpoint.Instant, cost uint64)
 			}
 			return s, Done
 		}
-		if b.CompareAndSwap(w, s.Next) {
+		if b.compareAndSwap(w, s.Next) {
 			return s, Done
 		}
 	}
 }
 
+// Update replaces the bucket's word by f's result: every write other than a
+// plain take (a give-back, a reservation, a take on a bucket that may need
+// replacing). f is given the word and returns the word to put in its place,
+// with write set, or declines (write false) and nothing is written. next
+// must be a live word: a bucket is retired only by Tomb and TombIf.
+//
+// Lock-free, as Take: each attempt loads the word, calls f on it and
+// publishes f's result by one CompareAndSwap from the word loaded, so the
+// write lands only on the state it was computed from. A failed CAS means
+// another write came first; nothing was written, so Update reloads and calls
+// f again on the new word. f may thus run more than once and must act
+// through its result alone: what it records on the side is from its last
+// call. A tomb is final: f is never called on one.
+//
+// It returns the word f was last given, and live: false if the bucket is
+// gone, nothing written (f may have run before the tomb landed). With live
+// true, f's last answer stands: its word was published if it asked to
+// write; if it declined, nothing was written, and orig is the word a
+// replacement of the bucket must find (Table.Replace).
+func (b *Bucket) Update(f func(orig fixedpoint.Word) (next fixedpoint.Word, write bool)) (orig fixedpoint.Word, live bool) {
+	for {
+		orig = b.load()
+		if orig == fixedpoint.Tomb {
+			return orig, false
+		}
+		next, write := f(orig)
+		if !write {
+			return orig, true
+		}
+		if next == fixedpoint.Tomb {
+			panic("shard: Bucket.Update would write a tomb; retire a bucket with Tomb or TombIf")
+		}
+		if b.compareAndSwap(orig, next) {
+			return orig, true
+		}
+	}
+}
+
+// TombIf retires the bucket, replacing its word by fixedpoint.Tomb, if f,
+// given the word, reports true: an eviction (f finds the bucket full), or
+// the retirement of a bucket whose state moves into a new one (f records the
+// state; Table.Rewrite). It reports whether it did: false if f declined or
+// the bucket was gone already. The caller then takes the bucket out of
+// wherever it is found (Visitor, Rewriter).
+//
+// Lock-free: each attempt loads the word, asks f, and swaps the tomb in by
+// one CompareAndSwap from the word loaded. A write that lands first (a take)
+// makes the CAS fail, and f is asked again about the new word, so a take is
+// never lost to an eviction: only the very state f judged is tombed. As for
+// Update, f may run more than once, and what it records on the side is from
+// its last call.
+func (b *Bucket) TombIf(f func(orig fixedpoint.Word) bool) bool {
+	for {
+		orig := b.load()
+		if orig == fixedpoint.Tomb || !f(orig) {
+			return false
+		}
+		if b.compareAndSwap(orig, fixedpoint.Tomb) {
+			return true
+		}
+	}
+}
+
+// Tomb retires the bucket, replacing its word by fixedpoint.Tomb, if the word
+// is still w, and reports whether it did. It is the one step of a
+// replacement that touches the old bucket (Table.Replace, and the engine's
+// overflow bucket): taken under the mutex that guards where the bucket is
+// found, it fails if the word is no longer w (a write landed since w was
+// read), and the caller computes again.
+func (b *Bucket) Tomb(w fixedpoint.Word) bool {
+	return w != fixedpoint.Tomb && b.compareAndSwap(w, fixedpoint.Tomb)
+}
+
 // NewBucket returns a bucket of generation gen and epoch e holding w that
 // belongs to no table and has no key, such as an engine's overflow bucket.
-// Take and CompareAndSwap work on it as on any other; a Tomb in it is
-// as final.
+// Every method works on it as on any other; a Tomb in it is as final.
 func NewBucket(gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
 	return newBucket("", gen, e, uint64(w))
 }

@@ -12,27 +12,29 @@
 // of its tag word and, on a tag match, of the bucket pointer in the same
 // cache line. Taking tokens is a CompareAndSwap loop on the bucket's one word
 // (Bucket.Take), resolved against the bucket's own epoch, which sits in the
-// same object. Inserting a key, evicting a bucket, replacing one by a bucket of
-// a later epoch (Replace) and rebuilding an index take the shard's mutex;
-// they never block lookups or takes. In the terms of the Go memory model, a
-// bucket's creation (its word, epoch and key bytes) is synchronized before any
-// lookup that finds it, because the pointer and then the tag are published by
-// atomic stores.
+// same object. Every other write to a word is made by Bucket.Update (the
+// same loop around the caller's computation), TombIf or Tomb, so the rules
+// below hold whatever the caller computes. Inserting a key, evicting a
+// bucket, replacing one by a bucket of a later epoch (Replace) and
+// rebuilding an index take the shard's mutex; they never block lookups or
+// takes. In the terms of the Go memory model, a bucket's creation (its word,
+// epoch and key bytes) is synchronized before any lookup that finds it,
+// because the pointer and then the tag are published by atomic stores.
 //
-// Eviction is a CompareAndSwap of the bucket's word to fixedpoint.Tomb, made
-// only while the word shows a full bucket. A take that loaded the word before
-// the eviction fails its own CompareAndSwap, reloads, sees the tomb and starts
-// over with a fresh bucket; a take that landed first changes the word, so the
-// eviction's CompareAndSwap fails and the bucket stays. No take is lost.
-// Buckets are never reused: a tomb is final and its object is left to the
-// garbage collector, so a goroutine still holding an evicted bucket can never
-// write into another key's state.
+// Eviction is a CompareAndSwap of the bucket's word to fixedpoint.Tomb
+// (Bucket.TombIf), made only while the word shows a full bucket. A take that
+// loaded the word before the eviction fails its own CompareAndSwap, reloads,
+// sees the tomb and starts over with a fresh bucket; a take that landed
+// first changes the word, so the eviction's CompareAndSwap fails and the
+// bucket stays. No take is lost. Buckets are never reused: a tomb is final
+// and its object is left to the garbage collector, so a goroutine still
+// holding an evicted bucket can never write into another key's state.
 //
 // Replacement works the same way: the new bucket is built from the old word,
-// the old word is swapped for the tomb by CompareAndSwap (a take that landed
-// first makes it fail, and the state is computed again), and only then is the
-// new bucket put in the old one's slot. A take holding the old bucket finds
-// the tomb and looks the key up again.
+// the old word is swapped for the tomb by CompareAndSwap (Bucket.Tomb; a take
+// that landed first makes it fail, and the state is computed again), and
+// only then is the new bucket put in the old one's slot. A take holding the
+// old bucket finds the tomb and looks the key up again.
 //
 // # Memory
 //

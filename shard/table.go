@@ -167,8 +167,8 @@ func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *B
 
 // Replace replaces old, key's bucket, whose word is w, by a new bucket of
 // generation gen and epoch e holding next, for a write whose state lies past
-// the span of old's epoch or is packed in another layout: it tombs old (a
-// CompareAndSwap from w), so that takes still holding it find the tomb and
+// the span of old's epoch or is packed in another layout: it tombs old
+// (Bucket.Tomb, from w), so that takes still holding it find the tomb and
 // look the key up again, and puts the new bucket in old's slot. It takes the
 // shard's mutex.
 //
@@ -186,7 +186,7 @@ func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, ge
 	if cur := ix.find(m, key); cur != old {
 		return cur, false
 	}
-	if gens.Current() != gen || !old.CompareAndSwap(w, fixedpoint.Tomb) {
+	if gens.Current() != gen || !old.Tomb(w) {
 		return old, false
 	}
 	nb := newBucket(key, gen, e, uint64(next))
@@ -205,7 +205,7 @@ func (t *Table) Current(h uint64, key string) *Bucket {
 }
 
 // Visitor decides the fate of one bucket during a sweep or an eviction scan.
-// If it replaced the bucket's word by fixedpoint.Tomb it returns evicted and
+// If it tombed the bucket (Bucket.TombIf) it returns evicted and
 // the time the eviction was decided at, in nanoseconds since the engine's
 // epoch; the table then drops the bucket from its index and raises the
 // shard's watermark to that time.
@@ -230,7 +230,7 @@ func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
 
 // Rewriter decides whether one bucket is rewritten during Rewrite: it
 // returns nil to keep it, or a new bucket for the same key, after it tombed
-// the old one (by CompareAndSwap from the word it rewrote).
+// the old one (Bucket.TombIf, from the word it rewrote).
 type Rewriter func(b *Bucket) (nb *Bucket)
 
 // Rewrite visits every bucket of shard i and puts in its slot the bucket the

@@ -40,8 +40,8 @@ func TestBucketKeyRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
 		k := strings.Repeat("ab", n)[:n]
 		b := newBucket(k, 7, -3, 42)
-		if b.key() != k || uint64(b.Load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
-			t.Errorf("len %d: key round trip failed (word %d)", n, b.Load())
+		if b.key() != k || uint64(b.load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
+			t.Errorf("len %d: key round trip failed (word %d)", n, b.load())
 		}
 		if uintptr(unsafe.Pointer(b))%8 != 0 {
 			t.Errorf("len %d: bucket at %p is not 8-byte aligned", n, b)
@@ -125,7 +125,7 @@ func TestCollidingHashes(t *testing.T) {
 		if position[b.key()]%2 == 1 {
 			return false, 0
 		}
-		b.CompareAndSwap(b.Load(), fixedpoint.Tomb)
+		b.Tomb(b.load())
 		return true, 7
 	})
 	if evicted != n/2 || length(tab) != n/2 {
@@ -138,7 +138,7 @@ func TestCollidingHashes(t *testing.T) {
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
 	b, _ := tab.Insert(Hash(fresh), fresh, Fixed{l}, 0)
-	if got := l.Resolve(b.Load(), b.base(l)); got < 7 {
+	if got := l.Resolve(b.load(), b.base(l)); got < 7 {
 		t.Errorf("fresh bucket stamped at %d, before the watermark 7", got)
 	}
 }
@@ -213,7 +213,7 @@ func TestEvictOneBudget(t *testing.T) {
 		t.Errorf("visited %d buckets, budget 10", visited)
 	}
 	if !tab.EvictOne(1000, func(b *Bucket) (bool, int64) {
-		return b.CompareAndSwap(b.Load(), fixedpoint.Tomb), 0
+		return b.Tomb(b.load()), 0
 	}) || length(tab) != 99 {
 		t.Errorf("EvictOne with a willing visitor: %d buckets left, want 99", length(tab))
 	}
