@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
-	github.com/faucetgo/faucet v0.0.0
-	github.com/faucetgo/faucet/redisstore v0.0.0
+	github.com/faucetgo/faucet v0.1.0
+	github.com/faucetgo/faucet/redisstore v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
@@ -38,9 +38,5 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )
-
-replace github.com/faucetgo/faucet => ../
-
-replace github.com/faucetgo/faucet/redisstore => ../redisstore
 
 tool golang.org/x/perf/cmd/benchstat

@@ -4,9 +4,9 @@ go 1.26.0
 
 require (
 	github.com/MicahParks/jwkset v0.11.4
-	github.com/faucetgo/faucet v0.0.0
-	github.com/faucetgo/faucet/jwtverify v0.0.0
-	github.com/faucetgo/faucet/redisstore v0.0.0
+	github.com/faucetgo/faucet v0.1.0
+	github.com/faucetgo/faucet/jwtverify v0.1.0
+	github.com/faucetgo/faucet/redisstore v0.1.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/rueidis v1.0.79
@@ -35,9 +35,3 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/faucetgo/faucet => ../
-
-replace github.com/faucetgo/faucet/redisstore => ../redisstore
-
-replace github.com/faucetgo/faucet/jwtverify => ../jwtverify

@@ -2,16 +2,16 @@ module github.com/faucetgo/faucet/redisstore
 
 go 1.26.0
 
-require github.com/faucetgo/faucet v0.0.0
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/faucetgo/faucet v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+)
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-replace github.com/faucetgo/faucet => ..
