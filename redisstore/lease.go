@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+var (
+	leaseLua   = newScript(leaseScript)
+	releaseLua = newScript(releaseScript)
+)
+
+// grant is a lease script's reply: quanta granted (0 for none) and the
+// bucket's state after it, in the script's units.
+type grant struct {
+	// now is Redis TIME in microseconds.
+	now int64
+	// quanta is what was granted; expiry is the microsecond the lease ends
+	// at (0 if nothing was granted).
+	quanta uint64
+	expiry int64
+	// at and tokens are the bucket's tick and quanta; out is the quanta
+	// held by every unexpired lease, this one included.
+	at     int64
+	tokens uint64
+	out    uint64
+}
+
+// leaseKeys returns the keys of key's leased bucket and of its leases. They
+// are apart from its per-check bucket (KeyFor), whose script knows nothing
+// of leases, and share its hash tag.
+func (l *Limiter) leaseKeys(key string) (bucket, leases string) {
+	k := l.KeyFor(key)
+	return k + ":lb", k + ":ll"
+}
+
+// lease asks key's leased bucket for want quanta, granting as many as it
+// holds if that is at least least (and above 0), for ttl, under the lease
+// id (no spaces). want 0 only reports the bucket.
+func (l *Limiter) lease(ctx context.Context, key string, want, least uint64, ttl time.Duration, id string) (grant, error) {
+	us := ttl.Microseconds()
+	if us <= 0 {
+		return grant{}, fmt.Errorf("redisstore: lease ttl %v, want at least 1µs", ttl)
+	}
+	b, lk := l.leaseKeys(key)
+	s := l.s
+	v, err := l.call(ctx, leaseLua, []string{b, lk}, []string{s.capArg, s.pArg, s.qArg, s.fillArg,
+		strconv.FormatUint(want, 10), strconv.FormatUint(least, 10), strconv.FormatInt(us, 10), id})
+	if err != nil {
+		return grant{}, err
+	}
+	if len(v) != 6 {
+		return grant{}, errReply
+	}
+	return grant{now: v[0], quanta: uint64(v[1]), at: v[2], tokens: uint64(v[3]), out: uint64(v[4]), expiry: v[5]}, nil
+}
+
+// release ends lease id of key early, giving unspent quanta back. It
+// reports whether the lease was still held (an expired one gives nothing
+// back), and the bucket after.
+func (l *Limiter) release(ctx context.Context, key, id string, unspent uint64) (bool, grant, error) {
+	b, lk := l.leaseKeys(key)
+	s := l.s
+	v, err := l.call(ctx, releaseLua, []string{b, lk}, []string{s.capArg, s.pArg, s.qArg, s.fillArg,
+		id, strconv.FormatUint(unspent, 10)})
+	if err != nil {
+		return false, grant{}, err
+	}
+	if len(v) != 5 {
+		return false, grant{}, errReply
+	}
+	return v[1] == 1, grant{now: v[0], at: v[2], tokens: uint64(v[3]), out: uint64(v[4])}, nil
+}

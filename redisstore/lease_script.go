@@ -1,0 +1,115 @@
+package redisstore
+
+// The lease scripts keep a leased bucket apart from the per-check ones: a
+// string "<tick> <quanta> <out>" at the bucket's key, where out is the quanta
+// held in unexpired leases, and a sorted set beside it (same hash tag) with
+// one member "<id> <quanta>" per lease, scored by the microsecond it expires
+// at. A lease takes its quanta from the bucket like a take, and the bucket
+// refills only up to the capacity less out. So the bucket's tokens plus
+// every token an instance still holds never exceed the capacity, and the
+// tokens admitted in any interval, spent from leases or not, are at most
+// the capacity plus the refill of the interval: a lease moves tokens, it
+// never mints them. An expired lease's unspent quanta are forfeited (the
+// instance stopped spending them by then); a released lease's unspent
+// quanta go back to the bucket, which keeps the sum as it was.
+const leaseLib = luaLib + `
+local function loadLeased(key)
+  local v = redis.call('GET', key)
+  if not v then return nil, nil, 0 end
+  local i = string.find(v, ' ', 1, true)
+  local j = string.find(v, ' ', i + 1, true)
+  return string.sub(v, 1, i - 1) + 0, string.sub(v, i + 1, j - 1) + 0, string.sub(v, j + 1) + 0
+end
+-- purge drops the leases that expired by now and returns the quanta they
+-- held.
+local function purge(lkey)
+  local gone = redis.call('ZRANGEBYSCORE', lkey, '-inf', now)
+  local back = 0
+  for _, m in ipairs(gone) do
+    local i = string.find(m, ' ', 1, true)
+    back = back + (string.sub(m, i + 1) + 0)
+  end
+  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', lkey, '-inf', now) end
+  return back
+end
+-- storeLeased writes a leased bucket; one that holds the capacity with
+-- nothing leased is a missing key. The bucket and its leases expire
+-- together, once the last lease has ended and the refill has reached the
+-- capacity, when the bucket would read full: the leases must outlive their
+-- own expiry until a call purges them, or out would keep their quanta.
+local function storeLeased(key, lkey, at, tokens, out, cap, p, q)
+  if tokens >= cap and out == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local last = 0
+  if out > 0 then
+    local top = redis.call('ZRANGE', lkey, -1, -1, 'WITHSCORES')
+    if #top == 2 and top[2] - now > 0 then last = top[2] - now end
+  end
+  local ms = string.format('%d', math.ceil((at - now + (cap - tokens) * q / p + last + 1) / 1000) + 1)
+  redis.call('SET', key, string.format('%d %d %d', at, tokens, out), 'PX', ms)
+  if out > 0 then redis.call('PEXPIRE', lkey, ms) end
+end
+`
+
+// leaseScript grants a lease on the bucket KEYS[1], with its leases at
+// KEYS[2]. ARGV is the capacity, p, q and fill (as takeEachScript's), then
+// want, least (quanta), ttl (microseconds) and the lease's id. It grants
+// min(want, the bucket's tokens) if that is at least least and above 0, and
+// nothing otherwise (want 0 only reports). The reply is {now, granted, the
+// tick and quanta of the bucket after the grant, out, the microsecond the
+// lease expires at (0 if none was granted)}. A call that grants nothing and
+// finds no lease expired writes nothing.
+const leaseScript = leaseLib + `
+local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local want, least, ttl, id = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, ARGV[8]
+local key, lkey = KEYS[1], KEYS[2]
+local last, tokens, out = loadLeased(key)
+local expired = purge(lkey)
+out = out - expired
+local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
+local grant = 0
+if want > 0 then
+  grant = math.min(want, tk)
+  if grant < least then grant = 0 end
+end
+local expiry = 0
+if grant > 0 then
+  tk = tk - grant
+  out = out + grant
+  expiry = now + ttl
+  redis.call('ZADD', lkey, expiry, id .. ' ' .. string.format('%d', grant))
+end
+if grant > 0 or expired > 0 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
+return {now, grant, at, tk, out, expiry}
+`
+
+// releaseScript ends the lease ARGV[5] of the bucket KEYS[1] (leases at
+// KEYS[2]) early, giving its unspent quanta, ARGV[6], back to the bucket (at
+// most what the lease holds). ARGV[1..4] are the capacity, p, q and fill. A
+// lease that already expired gives nothing back. The reply is {now,
+// released (0 or 1), the tick and quanta of the bucket, out}.
+const releaseScript = leaseLib + `
+local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local id, unspent = ARGV[5], ARGV[6] + 0
+local key, lkey = KEYS[1], KEYS[2]
+local last, tokens, out = loadLeased(key)
+local expired = purge(lkey)
+out = out - expired
+local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
+local released = 0
+local prefix = id .. ' '
+for _, m in ipairs(redis.call('ZRANGE', lkey, 0, -1)) do
+  if string.sub(m, 1, #prefix) == prefix then
+    local held = string.sub(m, #prefix + 1) + 0
+    redis.call('ZREM', lkey, m)
+    out = out - held
+    tk = tk + math.min(unspent, held)
+    released = 1
+    break
+  end
+end
+if released == 1 or expired > 0 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
+return {now, released, at, tk, out}
+`
