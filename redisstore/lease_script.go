@@ -51,6 +51,19 @@ local function storeLeased(key, lkey, at, tokens, out, cap, p, q)
   redis.call('SET', key, string.format('%d %d %d', at, tokens, out), 'PX', ms)
   if out > 0 then redis.call('PEXPIRE', lkey, ms) end
 end
+-- current reads the leased bucket KEYS[1] with its leases at KEYS[2] at
+-- now, after purging the expired leases: the bucket's tick and quanta (it
+-- refills up to the capacity less what leases hold), out, and the quanta
+-- the purge freed (a state to write back even if nothing else changes).
+local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+local key, lkey = KEYS[1], KEYS[2]
+local function current()
+  local last, tokens, out = loadLeased(key)
+  local expired = purge(lkey)
+  out = out - expired
+  local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
+  return at, tk, out, expired
+end
 `
 
 // leaseScript grants a lease on the bucket KEYS[1], with its leases at
@@ -62,13 +75,8 @@ end
 // lease expires at (0 if none was granted)}. A call that grants nothing and
 // finds no lease expired writes nothing.
 const leaseScript = leaseLib + `
-local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local want, least, ttl, id = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, ARGV[8]
-local key, lkey = KEYS[1], KEYS[2]
-local last, tokens, out = loadLeased(key)
-local expired = purge(lkey)
-out = out - expired
-local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
+local at, tk, out, expired = current()
 local grant = 0
 if want > 0 then
   grant = math.min(want, tk)
@@ -91,13 +99,8 @@ return {now, grant, at, tk, out, expiry}
 // lease that already expired gives nothing back. The reply is {now,
 // released (0 or 1), the tick and quanta of the bucket, out}.
 const releaseScript = leaseLib + `
-local cap, p, q, fill = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 local id, unspent = ARGV[5], ARGV[6] + 0
-local key, lkey = KEYS[1], KEYS[2]
-local last, tokens, out = loadLeased(key)
-local expired = purge(lkey)
-out = out - expired
-local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
+local at, tk, out, expired = current()
 local released = 0
 local prefix = id .. ' '
 for _, m in ipairs(redis.call('ZRANGE', lkey, 0, -1)) do
