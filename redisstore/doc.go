@@ -125,6 +125,21 @@
 // SHA-256 (engine.BoundedKey), so a bucket costs Redis the same whatever its
 // key; such a key's own hash tag then no longer counts. See KeyFor.
 //
+// # Leases
+//
+// NewLeased decides most checks in the instance: it takes tokens from a
+// key's shared bucket in leases, sized from the key's local demand (at most
+// LeaseOptions.MaxShare of the burst), and spends them with one
+// CompareAndSwap and no I/O. A leased bucket refills only up to the burst
+// less what unexpired leases hold, so bucket and leases together never hold
+// more than the burst, and every instance together admits at most Burst +
+// Limit × span in any span, as one bucket would. A lease ends at its
+// Lifetime (its unspent tokens then lost, never admitted twice), when the
+// instance asks for the next one, or early when the key falls idle (its
+// unspent tokens back in the bucket). A key whose bucket cannot grant is
+// denied locally until it can. Leased buckets are apart from the per-check
+// ones of the same limit.
+//
 // # Failure
 //
 // Every call to Redis has a deadline (Config.Timeout, 100 ms by default, on

@@ -38,8 +38,9 @@ func (l *Limiter) leaseKeys(key string) (bucket, leases string) {
 
 // lease asks key's leased bucket for want quanta, granting as many as it
 // holds if that is at least least (and above 0), for ttl, under the lease
-// id (no spaces). want 0 only reports the bucket.
-func (l *Limiter) lease(ctx context.Context, key string, want, least uint64, ttl time.Duration, id string) (grant, error) {
+// id (no spaces). If prev is not "", the lease prev ends first, its unspent
+// quanta back in the bucket. want 0 only reports the bucket.
+func (l *Limiter) lease(ctx context.Context, key string, want, least uint64, ttl time.Duration, id, prev string, unspent uint64) (grant, error) {
 	us := ttl.Microseconds()
 	if us <= 0 {
 		return grant{}, fmt.Errorf("redisstore: lease ttl %v, want at least 1µs", ttl)
@@ -47,7 +48,8 @@ func (l *Limiter) lease(ctx context.Context, key string, want, least uint64, ttl
 	b, lk := l.leaseKeys(key)
 	s := l.s
 	v, err := l.call(ctx, leaseLua, []string{b, lk}, []string{s.capArg, s.pArg, s.qArg, s.fillArg,
-		strconv.FormatUint(want, 10), strconv.FormatUint(least, 10), strconv.FormatInt(us, 10), id})
+		strconv.FormatUint(want, 10), strconv.FormatUint(least, 10), strconv.FormatInt(us, 10), id,
+		prev, strconv.FormatUint(unspent, 10)})
 	if err != nil {
 		return grant{}, err
 	}

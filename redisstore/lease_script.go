@@ -64,19 +64,37 @@ local function current()
   local at, tk = advance(last, tokens, now, cap - out, p, q, fill)
   return at, tk, out, expired
 end
+-- finish ends lease id early, giving back up to unspent of its quanta; it
+-- returns the new out and tokens, and whether the lease was held (an
+-- expired one, already purged, gives nothing back).
+local function finish(id, unspent, out, tk)
+  local prefix = id .. ' '
+  for _, m in ipairs(redis.call('ZRANGE', lkey, 0, -1)) do
+    if string.sub(m, 1, #prefix) == prefix then
+      local held = string.sub(m, #prefix + 1) + 0
+      redis.call('ZREM', lkey, m)
+      return out - held, tk + math.min(unspent, held), 1
+    end
+  end
+  return out, tk, 0
+end
 `
 
 // leaseScript grants a lease on the bucket KEYS[1], with its leases at
 // KEYS[2]. ARGV is the capacity, p, q and fill (as takeEachScript's), then
-// want, least (quanta), ttl (microseconds) and the lease's id. It grants
-// min(want, the bucket's tokens) if that is at least least and above 0, and
-// nothing otherwise (want 0 only reports). The reply is {now, granted, the
-// tick and quanta of the bucket after the grant, out, the microsecond the
-// lease expires at (0 if none was granted)}. A call that grants nothing and
-// finds no lease expired writes nothing.
+// want, least (quanta), ttl (microseconds), the lease's id, and the id of a
+// lease of the caller's to end first with its unspent quanta (as
+// releaseScript does; "" for none), which go back to the bucket before the
+// grant. It grants min(want, the bucket's tokens) if that is at least least
+// and above 0, and nothing otherwise (want 0 only reports). The reply is
+// {now, granted, the tick and quanta of the bucket after the grant, out,
+// the microsecond the lease expires at (0 if none was granted)}. A call that
+// grants nothing, ends no lease and finds none expired writes nothing.
 const leaseScript = leaseLib + `
 local want, least, ttl, id = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, ARGV[8]
 local at, tk, out, expired = current()
+local ended = 0
+if ARGV[9] ~= '' then out, tk, ended = finish(ARGV[9], ARGV[10] + 0, out, tk) end
 local grant = 0
 if want > 0 then
   grant = math.min(want, tk)
@@ -89,7 +107,7 @@ if grant > 0 then
   expiry = now + ttl
   redis.call('ZADD', lkey, expiry, id .. ' ' .. string.format('%d', grant))
 end
-if grant > 0 or expired > 0 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
+if grant > 0 or expired > 0 or ended == 1 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
 return {now, grant, at, tk, out, expiry}
 `
 
@@ -101,18 +119,8 @@ return {now, grant, at, tk, out, expiry}
 const releaseScript = leaseLib + `
 local id, unspent = ARGV[5], ARGV[6] + 0
 local at, tk, out, expired = current()
-local released = 0
-local prefix = id .. ' '
-for _, m in ipairs(redis.call('ZRANGE', lkey, 0, -1)) do
-  if string.sub(m, 1, #prefix) == prefix then
-    local held = string.sub(m, #prefix + 1) + 0
-    redis.call('ZREM', lkey, m)
-    out = out - held
-    tk = tk + math.min(unspent, held)
-    released = 1
-    break
-  end
-end
+local released
+out, tk, released = finish(id, unspent, out, tk)
 if released == 1 or expired > 0 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
 return {now, released, at, tk, out}
 `

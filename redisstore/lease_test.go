@@ -38,12 +38,12 @@ func TestLeaseRefillStopsAtCapacityLessLeased(t *testing.T) {
 	srv := startRedis(t)
 	l := leaseLimiter(t, srv.addr(), 1000, 10) // full again 10 ms after empty
 	ctx := context.Background()
-	g, err := l.lease(ctx, "k", 10_000, 1, time.Second, "a")
+	g, err := l.lease(ctx, "k", 10_000, 1, time.Second, "a", "", 0)
 	if err != nil || g.quanta != 10_000 || g.out != 10_000 || g.tokens != 0 {
 		t.Fatalf("lease of the whole burst: %+v, %v", g, err)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if g, err = l.lease(ctx, "k", 1000, 1, time.Second, "b"); err != nil || g.quanta != 0 || g.tokens != 0 || g.out != 10_000 {
+	if g, err = l.lease(ctx, "k", 1000, 1, time.Second, "b", "", 0); err != nil || g.quanta != 0 || g.tokens != 0 || g.out != 10_000 {
 		t.Fatalf("a lease 50 ms later, with the burst leased: %+v, %v; want nothing granted", g, err)
 	}
 	ok, g, err := l.release(ctx, "k", "a", 4000)
@@ -62,11 +62,11 @@ func TestLeaseExpiryForfeits(t *testing.T) {
 	srv := startRedis(t)
 	l := leaseLimiter(t, srv.addr(), 0.001, 10)
 	ctx := context.Background()
-	if g, err := l.lease(ctx, "k", 10_000, 1, 20*time.Millisecond, "a"); err != nil || g.quanta != 10_000 {
+	if g, err := l.lease(ctx, "k", 10_000, 1, 20*time.Millisecond, "a", "", 0); err != nil || g.quanta != 10_000 {
 		t.Fatalf("lease: %+v, %v", g, err)
 	}
 	time.Sleep(60 * time.Millisecond)
-	g, err := l.lease(ctx, "k", 0, 0, time.Second, "report")
+	g, err := l.lease(ctx, "k", 0, 0, time.Second, "report", "", 0)
 	if err != nil || g.out != 0 || g.tokens != 0 {
 		t.Fatalf("after the lease expired: %+v, %v; want nothing leased and nothing back", g, err)
 	}
@@ -111,7 +111,7 @@ func TestLeasesNeverMintTokens(t *testing.T) {
 					}
 					id := fmt.Sprintf("i%d-%d", rng.IntN(4), i)
 					ttl := time.Duration(5+rng.IntN(60)) * time.Millisecond
-					g, err := l.lease(ctx, "k", want, least, ttl, id)
+					g, err := l.lease(ctx, "k", want, least, ttl, id, "", 0)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -157,7 +157,7 @@ func TestLeasesNeverMintTokens(t *testing.T) {
 			}
 			// Once every lease has expired, nothing stays leased.
 			time.Sleep(80 * time.Millisecond)
-			g, err := l.lease(ctx, "k", 0, 0, time.Second, "report")
+			g, err := l.lease(ctx, "k", 0, 0, time.Second, "report", "", 0)
 			if err != nil || g.out != 0 {
 				t.Errorf("after every lease expired: %+v, %v; want nothing leased", g, err)
 			}

@@ -1,0 +1,148 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+func newLeasedOn(t *testing.T, addr string, limit engine.Limit, burst float64, opts LeaseOptions) *Leased {
+	t.Helper()
+	l, err := newLimiter(rueClient{newRue(t, addr)}, Config{Limit: limit, Burst: burst, Prefix: "leased:", Timeout: 10 * time.Second, OnFailure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLeased(l, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); l.Close() })
+	return s
+}
+
+// Instances sharing one key through leases admit together at most the
+// bound of one bucket, Burst + Limit × span, however their goroutines race;
+// and most of it.
+func TestLeasedInstancesKeepTheBound(t *testing.T) {
+	srv := startRedis(t)
+	const limit, burst = 200, 20
+	var instances []*Leased
+	for range 3 {
+		instances = append(instances, newLeasedOn(t, srv.addr(), limit, burst, LeaseOptions{Lifetime: 200 * time.Millisecond, MaxShare: 0.25}))
+	}
+	var admitted, checks atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stopAt := start.Add(time.Second)
+	for i := range 12 {
+		s := instances[i%3]
+		wg.Go(func() {
+			for time.Now().Before(stopAt) {
+				d, err := s.Take(context.Background(), "hot", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				checks.Add(1)
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	span := time.Since(start).Seconds()
+	bound := burst + limit*span
+	if got := float64(admitted.Load()); got > bound {
+		t.Errorf("3 instances admitted %v in %.3f s, above Burst + Limit × span = %.1f", got, span, bound)
+	}
+	var scripts uint64
+	for _, s := range instances {
+		scripts += s.l.Stats().Scripts
+	}
+	t.Logf("admitted %d of %d checks in %.3f s (bound %.1f, %.1f%% of it); %d scripts", admitted.Load(), checks.Load(), span, bound, 100*float64(admitted.Load())/bound, scripts)
+	if got := float64(admitted.Load()); got < 0.5*limit*span {
+		t.Errorf("admitted %v, under half of Limit × span (%.1f): leases strand tokens", got, limit*span)
+	}
+}
+
+// A steady caller is decided locally: after the first leases, Redis sees a
+// small share of the checks.
+func TestLeasedDecidesLocally(t *testing.T) {
+	srv := startRedis(t)
+	s := newLeasedOn(t, srv.addr(), 1e6, 1e6, LeaseOptions{})
+	const n = 20000
+	for i := range n {
+		if d, err := s.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check %d: %+v, %v", i, d, err)
+		}
+	}
+	if scripts := s.l.Stats().Scripts; scripts > n/20 {
+		t.Errorf("%d checks sent %d scripts to Redis, want at most 5%%", n, scripts)
+	}
+	var l engine.Limiter = s
+	if a := testing.AllocsPerRun(1000, func() { l.Take(context.Background(), "k", 1) }); a != 0 {
+		t.Errorf("a check its lease covers allocates %v times, want 0", a)
+	}
+}
+
+// When the shared bucket cannot grant, the instance denies locally until
+// the bucket can, with a RetryAfter that is never early.
+func TestLeasedDeniesLocallyUntilRetryAfter(t *testing.T) {
+	srv := startRedis(t)
+	s := newLeasedOn(t, srv.addr(), 20, 2, LeaseOptions{MaxShare: 1})
+	ctx := context.Background()
+	for range 2 {
+		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("draining: %+v, %v", d, err)
+		}
+	}
+	before := s.l.Stats().Scripts
+	d, err := s.Take(ctx, "k", 1)
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("empty bucket: %+v, %v; want a denial with a wait", d, err)
+	}
+	for range 50 {
+		if e, _ := s.Take(ctx, "k", 1); e.Allowed {
+			t.Fatal("admitted while denied locally")
+		}
+	}
+	if sent := s.l.Stats().Scripts - before; sent > 1 {
+		t.Errorf("51 denials sent %d scripts, want at most 1", sent)
+	}
+	time.Sleep(d.RetryAfter)
+	if e, err := s.Take(ctx, "k", 1); err != nil || !e.Allowed {
+		t.Errorf("after RetryAfter (%v): %+v, %v; want admitted", d.RetryAfter, e, err)
+	}
+}
+
+// Misuse and bad costs are as every Limiter's: errors, and denials that
+// can never pass.
+func TestLeasedMisuse(t *testing.T) {
+	srv := startRedis(t)
+	s := newLeasedOn(t, srv.addr(), 10, 5, LeaseOptions{})
+	ctx := context.Background()
+	if d, err := s.Take(ctx, "k", 6); err != nil || d.Allowed || d.RetryAfter != engine.InfDuration {
+		t.Errorf("cost above the burst: %+v, %v", d, err)
+	}
+	var nilLeased *Leased
+	if _, err := nilLeased.Take(ctx, "k", 1); !errors.Is(err, engine.ErrNilLimiter) {
+		t.Errorf("nil Leased: %v", err)
+	}
+	if _, err := s.TakeAll(ctx, []engine.Take{{Limiter: s, Key: "a", N: 1}}, nil); !errors.Is(err, engine.ErrShortOut) {
+		t.Errorf("short out: %v", err)
+	}
+	if _, err := s.TakeAll(ctx, []engine.Take{{Limiter: s.l, Key: "a", N: 1}}, make([]engine.Decision, 1)); !errors.Is(err, engine.ErrForeignTake) {
+		t.Errorf("a per-check Limiter's take: %v", err)
+	}
+	for _, o := range []LeaseOptions{{Lifetime: time.Millisecond}, {MaxShare: 1.5}, {MaxShare: -1}, {MaxKeys: -1}} {
+		if _, err := NewLeased(s.l, o); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewLeased(%+v) = %v, want ErrInvalidConfig", o, err)
+		}
+	}
+}
