@@ -75,3 +75,35 @@ func TestStoreConformance(t *testing.T) {
 		},
 	})
 }
+
+// Leased limiters pass the suite with the differences it states for leases:
+// Remaining is the lease's, ResetAfter 0, RetryAfter never early.
+func TestLeasedConformance(t *testing.T) {
+	srv := startRedis(t)
+	var n atomic.Int64
+	var mu sync.Mutex
+	clients := map[*testing.T]client{}
+	limitertest.Run(t, limitertest.Harness{
+		Leased: true,
+		Open: func(t *testing.T, limit engine.Limit, burst float64) engine.Limiter {
+			mu.Lock()
+			c, ok := clients[t]
+			if !ok {
+				c = rueClient{newRue(t, srv.addr())}
+				clients[t] = c
+			}
+			mu.Unlock()
+			l, err := newLimiter(c, Config{Limit: limit, Burst: burst, Prefix: "leased-conformance" + strconv.FormatInt(n.Add(1), 10) + ":",
+				Timeout: 10 * time.Second, OnFailure: FailClosed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := NewLeased(l, LeaseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close(); l.Close() })
+			return s
+		},
+	})
+}

@@ -55,6 +55,7 @@ type Leased struct {
 	lifetime time.Duration
 	margin   time.Duration
 	share    uint64 // the most quanta of one lease
+	batch    uint64 // the quanta 5 ms refill: the most a fetch waits for
 	maxKeys  int
 	keys     *xsync.MapOf[string, *leasedKey]
 	base     time.Time // the monotonic clock's origin
@@ -73,6 +74,9 @@ type leasedKey struct {
 	// bucket cannot grant the last cost that asked: checks are denied
 	// locally until then.
 	deniedUntil atomic.Int64
+	// deniedHave is the quanta the bucket held at that denial: a smaller
+	// cost may still pass, and asks Redis.
+	deniedHave atomic.Uint64
 	// used is the local time of the last check, for idle release.
 	used atomic.Int64
 	// spent counts the quanta spent since the last fetch: the demand.
@@ -128,6 +132,7 @@ func NewLeased(l *Limiter, opts LeaseOptions) (*Leased, error) {
 		// that read the clock just before it and spends just after.
 		margin:  time.Millisecond + opts.Lifetime/1000,
 		share:   max(1, uint64(math.Floor(float64(l.s.u.capacity)*opts.MaxShare))),
+		batch:   uint64(float64(l.s.Limit) * fixedpoint.QuantaPerToken / 200),
 		maxKeys: opts.MaxKeys,
 		keys:    xsync.NewMapOf[string, *leasedKey](),
 		base:    time.Now(),
@@ -162,7 +167,8 @@ func (s *Leased) Take(ctx context.Context, key string, n float64) (engine.Decisi
 
 // TakeAll takes from every take's key or from none. The takes are spent
 // from their leases in order; a denial gives the earlier ones back to the
-// leases they came from. Every take's Limiter must be s.
+// leases they came from. Every take's Limiter must be a Leased limiter on
+// the connection of s's.
 func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
 	if s == nil {
 		return -1, engine.ErrNilLimiter
@@ -174,15 +180,14 @@ func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.
 		switch tl, ok := takes[i].Limiter.(*Leased); {
 		case takes[i].Limiter == nil || ok && tl == nil:
 			return -1, fmt.Errorf("redisstore: %w: takes[%d]", engine.ErrNilLimiter, i)
-		case tl != s:
-			return -1, fmt.Errorf("redisstore: %w: takes[%d] is not this Leased limiter", engine.ErrForeignTake, i)
+		case !ok || tl.l.c.conn() != s.l.c.conn():
+			return -1, fmt.Errorf("redisstore: %w: takes[%d] is not a Leased limiter on this one's connection", engine.ErrForeignTake, i)
 		}
 	}
-	u := s.l.s.u
 	for i := range takes {
-		if c, ok := fixedpoint.Quantize(takes[i].N); !ok || c > u.capacity {
+		if c, ok := fixedpoint.Quantize(takes[i].N); !ok || c > leasedOf(&takes[i]).l.s.u.capacity {
 			for j := range takes {
-				out[j] = s.peek(takes[j].Key)
+				out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
 				out[j].Allowed = false
 			}
 			out[i].RetryAfter = engine.InfDuration
@@ -192,14 +197,15 @@ func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.
 	var stack [8]spend
 	spends := stack[:0]
 	for i := range takes {
+		tl := leasedOf(&takes[i])
 		cost, _ := fixedpoint.Quantize(takes[i].N)
-		d, sp, err := s.take(ctx, takes[i].Key, cost)
+		d, sp, err := tl.take(ctx, takes[i].Key, cost)
 		if err != nil {
-			s.giveBack(spends)
-			denied, _ := s.l.failed([]engine.Take{{Limiter: s.l, Key: takes[i].Key, N: takes[i].N}}, out[i:i+1])
+			giveBack(spends)
+			denied, _ := tl.l.failed([]engine.Take{{Limiter: tl.l, Key: takes[i].Key, N: takes[i].N}}, out[i:i+1])
 			for j := range takes {
 				if j != i {
-					out[j] = s.peek(takes[j].Key)
+					out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
 				}
 				if denied >= 0 {
 					out[j].Allowed = false
@@ -212,10 +218,10 @@ func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.
 		}
 		out[i] = d
 		if !d.Allowed {
-			s.giveBack(spends)
+			giveBack(spends)
 			for j := range takes {
 				if j != i {
-					out[j] = s.peek(takes[j].Key)
+					out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
 					out[j].Allowed = false
 				}
 			}
@@ -233,8 +239,14 @@ type spend struct {
 	quant int64
 }
 
+// leasedOf is the Leased limiter of a take TakeAll accepted.
+func leasedOf(tk *engine.Take) *Leased {
+	tl, _ := tk.Limiter.(*Leased)
+	return tl
+}
+
 // giveBack returns spends to their leases (lost if a lease has ended).
-func (s *Leased) giveBack(spends []spend) {
+func giveBack(spends []spend) {
 	for i := len(spends) - 1; i >= 0; i-- {
 		sp := spends[i]
 		if sp.from != nil {
@@ -291,7 +303,7 @@ func (s *Leased) decided(e *leasedKey, key string, cost uint64, now int64) (engi
 	if d, sp, ok := s.local(e, cost, now); ok {
 		return d, sp, true
 	}
-	if until := e.deniedUntil.Load(); now < until {
+	if until := e.deniedUntil.Load(); now < until && cost > e.deniedHave.Load() {
 		d := s.peek(key)
 		d.Allowed, d.RetryAfter = false, time.Duration(until-now)
 		return d, spend{}, true
@@ -334,12 +346,14 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 		return d, sp, nil
 	}
 	want := s.size(e, cost, now)
-	// A bucket that holds less than half the lease the demand wants is
-	// left to refill: checks are denied locally until it has that much,
-	// so that a key over its limit costs Redis a call per half lease, not
-	// one per token refilled. Nothing is lost meanwhile: the tokens wait
-	// in the bucket, which is not full.
-	least := max(cost, want/2)
+	// A bucket that holds less than half the lease the demand wants, or
+	// than 5 ms of refill if that is less, is left to refill: checks are
+	// denied locally until it has that much, so that a key over its limit
+	// costs Redis a call per half lease or 5 ms, not one per token
+	// refilled. Nothing is lost meanwhile: the tokens wait in the bucket,
+	// which is not full. A slow limit (less than cost in 5 ms) batches
+	// nothing.
+	least := max(cost, min(want/2, s.batch))
 	id := s.inst + "-" + strconv.FormatUint(s.seq.Add(1), 36)
 	// The lease in hand ends in the same call, its unspent quanta back in
 	// the bucket: a spent lease would otherwise hold down the bucket's
@@ -374,6 +388,7 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 			// lifetime, then the bucket refills from what it holds.
 			wait += s.lifetime
 		}
+		e.deniedHave.Store(g.tokens)
 		e.deniedUntil.Store(got + int64(wait))
 		d := s.peek(key)
 		d.Allowed, d.RetryAfter = false, wait
