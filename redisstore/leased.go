@@ -34,6 +34,29 @@ type LeaseOptions struct {
 	MaxKeys int
 }
 
+// resolve checks o and fills in its defaults.
+func (o LeaseOptions) resolve() (LeaseOptions, error) {
+	if o.Lifetime == 0 {
+		o.Lifetime = time.Second
+	}
+	if o.Lifetime < 10*time.Millisecond {
+		return o, invalid("LeaseOptions.Lifetime must be at least 10ms, got %v", o.Lifetime)
+	}
+	if o.MaxShare == 0 {
+		o.MaxShare = 0.1
+	}
+	if !(o.MaxShare > 0 && o.MaxShare <= 1) {
+		return o, invalid("LeaseOptions.MaxShare must be in (0, 1], got %v", o.MaxShare)
+	}
+	if o.MaxKeys == 0 {
+		o.MaxKeys = 100_000
+	}
+	if o.MaxKeys < 0 {
+		return o, invalid("LeaseOptions.MaxKeys must be positive, or 0 for the default, got %d", o.MaxKeys)
+	}
+	return o, nil
+}
+
 // Leased is a limiter whose instances share one bucket per key in Redis and
 // decide most checks locally: each takes tokens from the shared bucket in
 // leases, and a check its lease covers costs no I/O and no allocation.
@@ -64,6 +87,8 @@ type Leased struct {
 	stop     chan struct{}
 	done     sync.WaitGroup
 	closed   atomic.Bool
+	// owns is set when Close must close l too (a Store's limiters).
+	owns bool
 }
 
 // leasedKey is a key's local state.
@@ -104,23 +129,9 @@ func NewLeased(l *Limiter, opts LeaseOptions) (*Leased, error) {
 	if l == nil {
 		return nil, engine.ErrNilLimiter
 	}
-	if opts.Lifetime == 0 {
-		opts.Lifetime = time.Second
-	}
-	if opts.Lifetime < 10*time.Millisecond {
-		return nil, invalid("LeaseOptions.Lifetime must be at least 10ms, got %v", opts.Lifetime)
-	}
-	if opts.MaxShare == 0 {
-		opts.MaxShare = 0.1
-	}
-	if !(opts.MaxShare > 0 && opts.MaxShare <= 1) {
-		return nil, invalid("LeaseOptions.MaxShare must be in (0, 1], got %v", opts.MaxShare)
-	}
-	if opts.MaxKeys == 0 {
-		opts.MaxKeys = 100_000
-	}
-	if opts.MaxKeys < 0 {
-		return nil, invalid("LeaseOptions.MaxKeys must be positive, or 0 for the default, got %d", opts.MaxKeys)
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -495,5 +506,8 @@ func (s *Leased) Close() error {
 		return true
 	})
 	s.done.Wait()
+	if s.owns {
+		return s.l.Close()
+	}
 	return nil
 }

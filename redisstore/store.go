@@ -31,6 +31,11 @@ type StoreOptions struct {
 	// FallbackMaxKeys bounds each Limiter's fallback buckets
 	// (Config.FallbackMaxKeys): 0 picks 1,000,000, negative is unbounded.
 	FallbackMaxKeys int
+	// Lease, if not nil, makes every limiter of the store a Leased one with
+	// these options: checks decided locally from leases of the shared
+	// buckets, which are apart from the per-check ones (every instance
+	// sharing the buckets must lease, or none).
+	Lease *LeaseOptions
 }
 
 // DefaultStorePrefix is the Prefix of a Store whose StoreOptions leave it
@@ -82,13 +87,27 @@ func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
 	if err := opts.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
 		return nil, err
 	}
+	if opts.Lease != nil {
+		if _, err := opts.Lease.resolve(); err != nil {
+			return nil, err
+		}
+	}
 	return engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
 		l, err := newLimiter(c, opts.config(s))
 		if err != nil {
 			return nil, err
 		}
 		l.escape = true
-		return l, nil
+		if opts.Lease == nil {
+			return l, nil
+		}
+		ls, err := NewLeased(l, *opts.Lease)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		ls.owns = true
+		return ls, nil
 	}), nil
 }
 

@@ -65,26 +65,8 @@ func TestStoreSharesBucketsAcrossInstances(t *testing.T) {
 		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
 		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
 	}
-	var admitted, denied atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 20 {
-				res := hsCheck(limiters[(g+i)%2], "198.51.100.7")
-				switch {
-				case res.Allowed:
-					admitted.Add(1)
-				case res.Status == 429 && res.RetryAfter > 0:
-					denied.Add(1)
-				default:
-					t.Errorf("neither admitted nor a 429 with Retry-After: %+v", res)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if admitted.Load() != burst || denied.Load() != 160-burst {
-		t.Errorf("admitted %d, denied %d of 160; want exactly the burst, %d, admitted", admitted.Load(), denied.Load(), burst)
+	if admitted := raceChecks(t, limiters, "198.51.100.7"); admitted != burst {
+		t.Errorf("admitted %d of 160; want exactly the burst, %d", admitted, burst)
 	}
 	// Another client has a bucket of its own.
 	if res := hsCheck(limiters[0], "198.51.100.8"); !res.Allowed {
@@ -371,4 +353,48 @@ func TestStoreOnCluster(t *testing.T) {
 	if res := hsCheck(limiters[0], "198.51.100.21"); !res.Allowed || int(res.Policies[1].Remaining) != 92 {
 		t.Errorf("another address: %+v, want admitted with 92 per-path tokens left", res)
 	}
+}
+
+// With leases, two instances on one Redis still enforce one limit: together
+// they admit at most the burst of a rule whose refill is negligible.
+func TestStoreLeasedSharesOneLimit(t *testing.T) {
+	srv := startRedis(t)
+	const burst = 40
+	rule := hsPerIP(1.0/86400, burst)
+	opts := StoreOptions{Lease: &LeaseOptions{}}
+	limiters := []*httplimit.Middleware{
+		hsLimiter(t, hsStore(t, srv.addr(), opts), rule),
+		hsLimiter(t, hsStore(t, srv.addr(), opts), rule),
+	}
+	got := raceChecks(t, limiters, "198.51.100.7")
+	if got > burst || got < burst/2 {
+		t.Errorf("admitted %d of 160 through leases, want at most the burst, %d (and most of it)", got, burst)
+	}
+	t.Logf("admitted %d of the burst of %d", got, burst)
+	if _, err := NewStore(newRue(t, srv.addr()), StoreOptions{Lease: &LeaseOptions{MaxShare: 2}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewStore with LeaseOptions.MaxShare 2: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// raceChecks makes 160 checks from ip, 8 goroutines alternating between
+// limiters, and returns how many were admitted; every other must be a 429
+// with a Retry-After.
+func raceChecks(t *testing.T, limiters []*httplimit.Middleware, ip string) int64 {
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				res := hsCheck(limiters[(g+i)%len(limiters)], ip)
+				switch {
+				case res.Allowed:
+					admitted.Add(1)
+				case res.Status != 429 || res.RetryAfter <= 0:
+					t.Errorf("neither admitted nor a 429 with Retry-After: %+v", res)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return admitted.Load()
 }

@@ -121,6 +121,14 @@ func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
 	if n := admitted(c, c); n != 10 {
 		t.Errorf("an instance under another prefix admitted %d of 30, want its own burst of 10", n)
 	}
+	// With --lease the two instances decide from leases, and still admit
+	// one burst between them, with nothing stranded in a lease: each
+	// ends the one in hand when it asks for the next.
+	la := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s", "--redis-prefix", "leased:", "--lease")
+	lb := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s", "--redis-prefix", "leased:", "--lease")
+	if n := admitted(la, lb); n != 10 {
+		t.Errorf("two leasing instances admitted %d of 30, want 10 (one burst)", n)
+	}
 	d := startServe(t, "--rules", rules)
 	e := startServe(t, "--rules", rules)
 	if n := admitted(d, e); n != 20 {
@@ -132,9 +140,10 @@ func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
 // fails the start with the address in the message.
 func TestServeRedisBadFlags(t *testing.T) {
 	code, _, errs := runArgs("serve", "--redis", "localhost", "--redis-timeout", "0s", "--redis-prefix", "{x}",
-		"--redis-fallback-share", "2", "--validate")
+		"--redis-fallback-share", "2", "--lease-lifetime", "1ms", "--validate")
 	for _, want := range []string{`--redis: "localhost" is not host:port`, "--redis-timeout: must be positive",
-		"--redis-prefix: must be non-empty, without '{' or '}'", "--redis-fallback-share: must be in (0, 1]"} {
+		"--redis-prefix: must be non-empty, without '{' or '}'", "--redis-fallback-share: must be in (0, 1]",
+		"--lease-lifetime: only means something with --lease", "--lease-lifetime: must be at least 10ms"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("output lacks %q:\n%s", want, errs)
 		}

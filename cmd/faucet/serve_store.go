@@ -25,6 +25,9 @@ type redisFlags struct {
 	prefix  string
 	tls     bool
 	share   float64
+	// lease, with leaseLife, makes every rule's limiter a leased one.
+	lease     bool
+	leaseLife time.Duration
 }
 
 // serve's Redis flags default to the store's own defaults.
@@ -39,14 +42,16 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "redis-prefix", defaultRedisPrefix, "prefix of every Redis key; instances share buckets only with the same prefix")
 	fs.BoolVar(&f.tls, "redis-tls", false, "connect to Redis over TLS")
 	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1], e.g. 1/instances (0: each rule's fail_mode decides)")
+	fs.BoolVar(&f.lease, "lease", false, "decide most checks in memory from leases of the shared buckets in Redis (every instance must lease, or none: leased buckets are apart from per-check ones)")
+	fs.DurationVar(&f.leaseLife, "lease-lifetime", time.Second, "how long a lease lasts; tokens left in a lease whose instance dies are lost for this long at most")
 }
 
 // problems lists what is wrong with the Redis flags.
 func (f *redisFlags) problems() []string {
 	var problems []string
 	if f.addrs == "" {
-		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 {
-			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share: only mean something with --redis")
+		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 || f.lease || f.leaseLife != time.Second {
+			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share, --lease, --lease-lifetime: only mean something with --redis")
 		}
 		return problems
 	}
@@ -65,7 +70,22 @@ func (f *redisFlags) problems() []string {
 	if !(f.share >= 0 && f.share <= 1) {
 		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for none, got %v", f.share))
 	}
+	if f.leaseLife != time.Second && !f.lease {
+		problems = append(problems, "--lease-lifetime: only means something with --lease")
+	}
+	if f.leaseLife < 10*time.Millisecond {
+		problems = append(problems, fmt.Sprintf("--lease-lifetime: must be at least 10ms, got %v", f.leaseLife))
+	}
 	return problems
+}
+
+// leaseOptions are the store's lease options: nil without --lease. A
+// lease's keys are bounded by --max-keys, as every in-memory table is.
+func (f *redisFlags) leaseOptions(maxKeys int) *redisstore.LeaseOptions {
+	if !f.lease {
+		return nil
+	}
+	return &redisstore.LeaseOptions{Lifetime: f.leaseLife, MaxKeys: maxKeys}
 }
 
 // list splits --redis into its addresses.
@@ -112,11 +132,12 @@ func newStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func() error
 		FallbackShare: f.share,
 		// --max-keys bounds every in-memory bucket table, the fallback's too.
 		FallbackMaxKeys: cmp.Or(cfg.maxKeys, -1),
+		Lease:           f.leaseOptions(cfg.maxKeys),
 	})
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	logger.Info("buckets in Redis", "redis", f.addrs, "prefix", f.prefix)
+	logger.Info("buckets in Redis", "redis", f.addrs, "prefix", f.prefix, "lease", f.lease)
 	return s, func() error { client.Close(); return nil }, nil
 }
