@@ -89,12 +89,19 @@ type Leased struct {
 	closed   atomic.Bool
 	// owns is set when Close must close l too (a Store's limiters).
 	owns bool
+	// waited counts checks that waited for a lease from Redis.
+	waited atomic.Uint64
 }
 
 // leasedKey is a key's local state.
 type leasedKey struct {
 	// cur is the lease checks spend from; a fetch replaces it whole.
 	cur atomic.Pointer[lease]
+	// next is a lease fetched ahead of need, when cur ran low: checks
+	// move to it when cur cannot cover them, without waiting for Redis.
+	next atomic.Pointer[lease]
+	// prefetching is set while a fetch of next is on its way.
+	prefetching atomic.Bool
 	// deniedUntil is the local time (ns since base) until which the shared
 	// bucket cannot grant the last cost that asked: checks are denied
 	// locally until then.
@@ -119,6 +126,9 @@ type lease struct {
 	quanta   atomic.Int64
 	deadline int64
 	id       string
+	// size is the quanta granted: below half of it, the next lease is
+	// fetched ahead.
+	size int64
 }
 
 // NewLeased returns a Leased limiter on l's buckets configuration (Limit,
@@ -311,7 +321,7 @@ func (s *Leased) take(ctx context.Context, key string, cost uint64) (engine.Deci
 // decided is the decision of key without Redis, if there is one: a spend
 // from its lease, or a denial while its bucket is known short.
 func (s *Leased) decided(e *leasedKey, key string, cost uint64, now int64) (engine.Decision, spend, bool) {
-	if d, sp, ok := s.local(e, cost, now); ok {
+	if d, sp, ok := s.local(key, e, cost, now); ok {
 		return d, sp, true
 	}
 	if until := e.deniedUntil.Load(); now < until && cost > e.deniedHave.Load() {
@@ -322,28 +332,88 @@ func (s *Leased) decided(e *leasedKey, key string, cost uint64, now int64) (engi
 	return engine.Decision{}, spend{}, false
 }
 
-// local spends cost from e's lease if it is live and holds it.
+// local spends cost from e's lease if it is live and holds it, moving to
+// the lease fetched ahead when the current one cannot; below half a lease
+// left, it fetches the next one ahead.
 //
 // Lock-free: load the lease, check its deadline, CompareAndSwap its
 // quanta; a lost race reloads (the lease may have been replaced or
 // released, and swapped to 0).
-func (s *Leased) local(e *leasedKey, cost uint64, now int64) (engine.Decision, spend, bool) {
+func (s *Leased) local(key string, e *leasedKey, cost uint64, now int64) (engine.Decision, spend, bool) {
 	for {
 		ls := e.cur.Load()
-		if ls == nil || now >= ls.deadline {
-			return engine.Decision{}, spend{}, false
+		if ls != nil && now < ls.deadline {
+			q := ls.quanta.Load()
+			if q >= int64(cost) {
+				if !ls.quanta.CompareAndSwap(q, q-int64(cost)) {
+					continue
+				}
+				e.spent.Add(cost)
+				left := q - int64(cost)
+				if left < ls.size/2 {
+					s.prefetchLater(key, e, now)
+				}
+				return engine.Decision{Allowed: true, Remaining: float64(left) / fixedpoint.QuantaPerToken},
+					spend{from: ls, e: e, quant: int64(cost)}, true
+			}
 		}
-		q := ls.quanta.Load()
-		if q < int64(cost) {
+		if !s.promote(key, e, ls, now) {
 			return engine.Decision{}, spend{}, false
-		}
-		if ls.quanta.CompareAndSwap(q, q-int64(cost)) {
-			e.spent.Add(cost)
-			left := q - int64(cost)
-			return engine.Decision{Allowed: true, Remaining: float64(left) / fixedpoint.QuantaPerToken},
-				spend{from: ls, e: e, quant: int64(cost)}, true
 		}
 	}
+}
+
+// promote makes the lease fetched ahead e's current one in place of ls,
+// ending ls; it reports false when there is none to move to. A lease
+// fetched ahead that ended unused is dropped (its quanta are forfeited,
+// never admitted).
+//
+// Lock-free: take next out by CompareAndSwap, then swap it in for ls; if
+// cur changed meanwhile, put it back as next, or end it if another came.
+func (s *Leased) promote(key string, e *leasedKey, ls *lease, now int64) bool {
+	nx := e.next.Load()
+	if nx == nil {
+		return false
+	}
+	if now >= nx.deadline {
+		e.next.CompareAndSwap(nx, nil)
+		return false
+	}
+	if !e.next.CompareAndSwap(nx, nil) {
+		return true
+	}
+	if e.cur.CompareAndSwap(ls, nx) {
+		s.endLater(key, ls)
+		return true
+	}
+	if !e.next.CompareAndSwap(nil, nx) {
+		s.endLater(key, nx)
+	}
+	return true
+}
+
+// prefetchLater fetches key's next lease off the caller's path, unless one
+// is in hand or on its way, or the bucket is known short.
+func (s *Leased) prefetchLater(key string, e *leasedKey, now int64) {
+	if e.next.Load() != nil || now < e.deniedUntil.Load() || s.closed.Load() || !e.prefetching.CompareAndSwap(false, true) {
+		return
+	}
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		defer e.prefetching.Store(false)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.next.Load() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.l.s.Timeout)
+		defer cancel()
+		ls, _ := s.grant(ctx, e, key, 1, "", 0)
+		if ls != nil && (s.closed.Load() || !e.next.CompareAndSwap(nil, ls)) {
+			s.endLater(key, ls)
+		}
+	}()
 }
 
 // fetch takes a new lease for key that covers cost, or finds the shared
@@ -356,6 +426,45 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 	if d, sp, ok := s.decided(e, key, cost, now); ok {
 		return d, sp, nil
 	}
+	// The lease in hand ends in the same call, its unspent quanta back in
+	// the bucket: a spent lease would otherwise hold down the bucket's
+	// refill until it expired. Checks that race this find it empty and
+	// wait for the new one.
+	prev, unspent := "", int64(0)
+	old := e.cur.Load()
+	if old != nil {
+		prev, unspent = old.id, max(0, old.quanta.Swap(0))
+	}
+	s.waited.Add(1)
+	ls, err := s.grant(ctx, e, key, cost, prev, uint64(unspent))
+	if err != nil {
+		if old != nil {
+			old.quanta.Add(unspent)
+		}
+		return engine.Decision{}, spend{}, err
+	}
+	if old != nil {
+		e.cur.CompareAndSwap(old, nil)
+	}
+	if ls == nil {
+		d := s.peek(key)
+		d.Allowed, d.RetryAfter = false, time.Duration(e.deniedUntil.Load()-s.now())
+		return d, spend{}, nil
+	}
+	ls.quanta.Add(-int64(cost))
+	e.spent.Add(cost)
+	e.cur.Store(ls)
+	left := ls.quanta.Load()
+	return engine.Decision{Allowed: true, Remaining: float64(left) / fixedpoint.QuantaPerToken},
+		spend{from: ls, e: e, quant: int64(cost)}, nil
+}
+
+// grant asks the shared bucket for a lease of key sized from its demand,
+// covering at least cost, ending the caller's lease prev (with unspent
+// quanta) in the same call. It returns the lease, or nil when the bucket
+// cannot grant: then the key is denied locally until it can. e.mu is held.
+func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint64, prev string, unspent uint64) (*lease, error) {
+	now := s.now()
 	want := s.size(e, cost, now)
 	// A bucket that holds less than half the lease the demand wants, or
 	// than 5 ms of refill if that is less, is left to refill: checks are
@@ -366,33 +475,16 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 	// nothing.
 	least := max(cost, min(want/2, s.batch))
 	id := s.inst + "-" + strconv.FormatUint(s.seq.Add(1), 36)
-	// The lease in hand ends in the same call, its unspent quanta back in
-	// the bucket: a spent lease would otherwise hold down the bucket's
-	// refill until it expired. Checks that race this find it empty and
-	// wait for the new one.
-	prev, unspent := "", int64(0)
-	old := e.cur.Load()
-	if old != nil {
-		prev, unspent = old.id, max(0, old.quanta.Swap(0))
-	}
-	sent := now
-	g, err := s.l.lease(ctx, key, want, least, s.lifetime, id, prev, uint64(unspent))
+	g, err := s.l.lease(ctx, key, want, least, s.lifetime, id, prev, unspent)
 	got := s.now()
 	if err != nil {
-		if old != nil {
-			old.quanta.Add(unspent)
-		}
-		return engine.Decision{}, spend{}, err
+		return nil, err
 	}
-	if old != nil {
-		e.cur.CompareAndSwap(old, nil)
-	}
-	e.rtt, e.lastFetch = got-sent, got
-	// The demand since the last fetch, this check's cost included, is what
-	// the next one sizes its lease from.
-	e.spent.Store(cost)
-	u := s.l.s.u
+	// The demand from here on is what the next lease is sized from.
+	e.rtt, e.lastFetch = got-now, got
+	e.spent.Store(0)
 	if g.quanta == 0 {
+		u := s.l.s.u
 		wait := u.wait(g.at, g.tokens, least, g.now)
 		if least > u.capacity-g.out {
 			// Leases hold what the bucket lacks: they end within a
@@ -401,15 +493,11 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 		}
 		e.deniedHave.Store(g.tokens)
 		e.deniedUntil.Store(got + int64(wait))
-		d := s.peek(key)
-		d.Allowed, d.RetryAfter = false, wait
-		return d, spend{}, nil
+		return nil, nil
 	}
-	ls := &lease{deadline: sent + int64(s.lifetime-s.margin), id: id}
-	ls.quanta.Store(int64(g.quanta - cost))
-	e.cur.Store(ls)
-	return engine.Decision{Allowed: true, Remaining: float64(g.quanta-cost) / fixedpoint.QuantaPerToken},
-		spend{from: ls, e: e, quant: int64(cost)}, nil
+	ls := &lease{deadline: now + int64(s.lifetime-s.margin), id: id, size: int64(g.quanta)}
+	ls.quanta.Store(int64(g.quanta))
+	return ls, nil
 }
 
 // size is the quanta to ask a lease for: the key's demand over a few round
@@ -443,12 +531,18 @@ func (s *Leased) once(ctx context.Context, key string, cost uint64) (engine.Deci
 	return engine.Decision{Allowed: true}, nil
 }
 
-// releaseLater ends e's lease ls, if it is still e's and live, giving its
-// unspent quanta back to the shared bucket off the caller's path: even a
-// spent lease is worth ending, as its quanta hold down the bucket's refill
-// until it expires.
+// releaseLater ends e's lease ls if it is still e's current one.
 func (s *Leased) releaseLater(key string, e *leasedKey, ls *lease) {
-	if ls == nil || !e.cur.CompareAndSwap(ls, nil) {
+	if ls != nil && e.cur.CompareAndSwap(ls, nil) {
+		s.endLater(key, ls)
+	}
+}
+
+// endLater ends lease ls, if live, giving its unspent quanta back to the
+// shared bucket off the caller's path: even a spent lease is worth ending,
+// as its quanta hold down the bucket's refill until it expires.
+func (s *Leased) endLater(key string, ls *lease) {
+	if ls == nil {
 		return
 	}
 	q := max(0, ls.quanta.Swap(0))
@@ -462,6 +556,13 @@ func (s *Leased) releaseLater(key string, e *leasedKey, ls *lease) {
 		defer cancel()
 		s.l.release(ctx, key, ls.id, uint64(q))
 	}()
+}
+
+// dropNext ends e's lease fetched ahead, if any.
+func (s *Leased) dropNext(key string, e *leasedKey) {
+	if nx := e.next.Load(); nx != nil && e.next.CompareAndSwap(nx, nil) {
+		s.endLater(key, nx)
+	}
 }
 
 // sweep releases the leases of keys idle for a quarter of a lifetime, and
@@ -482,6 +583,7 @@ func (s *Leased) sweep() {
 				return true
 			}
 			s.releaseLater(key, e, e.cur.Load())
+			s.dropNext(key, e)
 			if now >= e.deniedUntil.Load() {
 				s.keys.Delete(key)
 			}
@@ -503,6 +605,7 @@ func (s *Leased) Close() error {
 	close(s.stop)
 	s.keys.Range(func(key string, e *leasedKey) bool {
 		s.releaseLater(key, e, e.cur.Load())
+		s.dropNext(key, e)
 		return true
 	})
 	s.done.Wait()

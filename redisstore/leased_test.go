@@ -85,6 +85,7 @@ func TestLeasedDecidesLocally(t *testing.T) {
 	if scripts := s.l.Stats().Scripts; scripts > n/20 {
 		t.Errorf("%d checks sent %d scripts to Redis, want at most 5%%", n, scripts)
 	}
+
 	var l engine.Limiter = s
 	if a := testing.AllocsPerRun(1000, func() { l.Take(context.Background(), "k", 1) }); a != 0 {
 		t.Errorf("a check its lease covers allocates %v times, want 0", a)
@@ -144,5 +145,31 @@ func TestLeasedMisuse(t *testing.T) {
 		if _, err := NewLeased(s.l, o); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewLeased(%+v) = %v, want ErrInvalidConfig", o, err)
 		}
+	}
+}
+
+// A steady caller below the limit never waits for Redis once its demand is
+// measured: the next lease is fetched when half of the current one is left.
+func TestLeasedFetchesAhead(t *testing.T) {
+	srv := startRedis(t)
+	// Leases of at most 100 tokens, and a caller at about 10,000 checks a
+	// second: a lease lasts about 10 ms, and half of one is far more than
+	// a round trip.
+	s := newLeasedOn(t, srv.addr(), 1e5, 1e5, LeaseOptions{MaxShare: 0.001})
+	const n = 2000
+	for i := range n {
+		if d, err := s.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check %d: %+v, %v", i, d, err)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	scripts := s.l.Stats().Scripts
+	// A loaded machine may delay a fetch past half a lease now and then;
+	// without fetching ahead every lease is waited for.
+	if w := s.waited.Load(); w > 3+scripts/10 {
+		t.Errorf("%d checks over %d leases waited for one %d times, want at most %d (the next lease comes ahead of need)", n, scripts, w, 3+scripts/10)
+	}
+	if scripts < n/100 {
+		t.Errorf("%d scripts for %d checks in leases of at most 100 tokens: the test did not exercise leases", scripts, n)
 	}
 }
