@@ -1,0 +1,119 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// The accuracy of leases across processes: 4 processes × 16 goroutines on
+// one key of one redis-server, each config for 30 s of load far above the
+// limit. Together they admit at most Burst + Limit × span, counted exactly,
+// and most of Limit × span.
+func TestLeasedAccuracyAcrossProcesses(t *testing.T) {
+	if os.Getenv("FAUCET_LEASE_WORKER") != "" {
+		leaseWorker(t)
+		return
+	}
+	srv := startRedis(t)
+	const procs, seconds = 4, 30
+	for _, tc := range []struct{ limit, burst float64 }{
+		{100, 100}, {100, 1000}, {10_000, 10_000}, {10_000, 100_000},
+	} {
+		t.Run(fmt.Sprintf("limit=%v/burst=%v", tc.limit, tc.burst), func(t *testing.T) {
+			prefix := fmt.Sprintf("accuracy-%v-%v:", tc.limit, tc.burst)
+			var wg sync.WaitGroup
+			outs := make([]bytes.Buffer, procs)
+			errs := make([]error, procs)
+			for i := range procs {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestLeasedAccuracyAcrossProcesses$", "-test.count=1")
+				cmd.Env = append(os.Environ(), "FAUCET_LEASE_WORKER="+strings.Join([]string{srv.addr(), prefix,
+					strconv.FormatFloat(tc.limit, 'g', -1, 64), strconv.FormatFloat(tc.burst, 'g', -1, 64), strconv.Itoa(seconds)}, " "))
+				cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+				wg.Go(func() { errs[i] = cmd.Run() })
+			}
+			wg.Wait()
+			var total, first, last int64
+			for i := range procs {
+				if errs[i] != nil {
+					t.Fatalf("worker %d: %v\n%s", i, errs[i], outs[i].String())
+				}
+				var n, from, to int64
+				for line := range strings.SplitSeq(outs[i].String(), "\n") {
+					fmt.Sscanf(line, "ADMITTED %d FROM %d TO %d", &n, &from, &to)
+				}
+				if n == 0 {
+					t.Fatalf("worker %d admitted nothing:\n%s", i, outs[i].String())
+				}
+				total += n
+				if first == 0 || from < first {
+					first = from
+				}
+				last = max(last, to)
+			}
+			// The span from the first check's start to the last one's end,
+			// on the machine's clock, covers every grant Redis made.
+			span := time.Duration(last - first).Seconds()
+			bound := tc.burst + tc.limit*span
+			steady := tc.limit * span
+			t.Logf("%d processes admitted %d in %.3f s: Burst + Limit × span = %.1f (%.2f%% of it); %.2f%% of Limit × span",
+				procs, total, span, bound, 100*float64(total)/bound, 100*float64(total)/steady)
+			if float64(total) > bound {
+				t.Errorf("admitted %d, above Burst + Limit × span = %.1f", total, bound)
+			}
+			if float64(total) < 0.95*steady {
+				t.Errorf("admitted %d, under 95%% of Limit × span (%.0f)", total, steady)
+			}
+		})
+	}
+}
+
+// leaseWorker is one process of TestLeasedAccuracyAcrossProcesses: 16
+// goroutines checking one key for the given seconds; it prints what it
+// admitted.
+func leaseWorker(t *testing.T) {
+	f := strings.Fields(os.Getenv("FAUCET_LEASE_WORKER"))
+	limit, _ := strconv.ParseFloat(f[2], 64)
+	burst, _ := strconv.ParseFloat(f[3], 64)
+	seconds, _ := strconv.Atoi(f[4])
+	l, err := newLimiter(rueClient{newRue(t, f[0])}, Config{Limit: engine.Limit(limit), Burst: burst, Prefix: f[1], Timeout: 10 * time.Second, OnFailure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLeased(l, LeaseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	from := time.Now()
+	stop := from.Add(time.Duration(seconds) * time.Second)
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				d, err := s.Take(context.Background(), "hot", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	to := time.Now()
+	s.Close()
+	fmt.Printf("ADMITTED %d FROM %d TO %d\n", admitted.Load(), from.UnixNano(), to.UnixNano())
+}
