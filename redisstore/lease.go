@@ -26,6 +26,9 @@ type grant struct {
 	at     int64
 	tokens uint64
 	out    uint64
+	// lastEnd is, when nothing was granted, the microsecond the last
+	// lease held ends (0 if none).
+	lastEnd int64
 }
 
 // leaseKeys returns the keys of key's leased bucket and of its leases. They
@@ -53,10 +56,10 @@ func (l *Limiter) lease(ctx context.Context, key string, want, least uint64, ttl
 	if err != nil {
 		return grant{}, err
 	}
-	if len(v) != 6 {
+	if len(v) != 7 {
 		return grant{}, errReply
 	}
-	return grant{now: v[0], quanta: uint64(v[1]), at: v[2], tokens: uint64(v[3]), out: uint64(v[4]), expiry: v[5]}, nil
+	return grant{now: v[0], quanta: uint64(v[1]), at: v[2], tokens: uint64(v[3]), out: uint64(v[4]), expiry: v[5], lastEnd: v[6]}, nil
 }
 
 // release ends lease id of key early, giving unspent quanta back. It
@@ -74,4 +77,16 @@ func (l *Limiter) release(ctx context.Context, key, id string, unspent uint64) (
 		return false, grant{}, errReply
 	}
 	return v[1] == 1, grant{now: v[0], at: v[2], tokens: uint64(v[3]), out: uint64(v[4])}, nil
+}
+
+// waitFor is the wait from g's time until the bucket can grant need quanta,
+// if nothing else takes from it: its refill, after the last lease held ends
+// if leases hold what the bucket lacks. Never early: the bucket holds at
+// least what it holds now when the leases end.
+func (u units) waitFor(g grant, need uint64) time.Duration {
+	wait := u.wait(g.at, g.tokens, need, g.now)
+	if need > u.capacity-g.out && g.lastEnd > g.now {
+		wait += time.Duration(g.lastEnd-g.now) * time.Microsecond
+	}
+	return wait
 }

@@ -88,8 +88,10 @@ end
 // grant. It grants min(want, the bucket's tokens) if that is at least least
 // and above 0, and nothing otherwise (want 0 only reports). The reply is
 // {now, granted, the tick and quanta of the bucket after the grant, out,
-// the microsecond the lease expires at (0 if none was granted)}. A call that
-// grants nothing, ends no lease and finds none expired writes nothing.
+// the microsecond the lease expires at (0 if none was granted), and, when
+// nothing was granted, the microsecond the last lease held ends (0 if
+// none)}. A call that grants nothing, ends no lease and finds none expired
+// writes nothing.
 const leaseScript = leaseLib + `
 local want, least, ttl, id = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0, ARGV[8]
 local at, tk, out, expired = current()
@@ -108,7 +110,12 @@ if grant > 0 then
   redis.call('ZADD', lkey, expiry, id .. ' ' .. string.format('%d', grant))
 end
 if grant > 0 or expired > 0 or ended == 1 then storeLeased(key, lkey, at, tk, out, cap, p, q) end
-return {now, grant, at, tk, out, expiry}
+local lastEnd = 0
+if grant == 0 and out > 0 then
+  local top = redis.call('ZRANGE', lkey, -1, -1, 'WITHSCORES')
+  if #top == 2 then lastEnd = top[2] + 0 end
+end
+return {now, grant, at, tk, out, expiry, lastEnd}
 `
 
 // releaseScript ends the lease ARGV[5] of the bucket KEYS[1] (leases at

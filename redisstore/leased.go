@@ -484,13 +484,7 @@ func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint6
 	e.rtt, e.lastFetch = got-now, got
 	e.spent.Store(0)
 	if g.quanta == 0 {
-		u := s.l.s.u
-		wait := u.wait(g.at, g.tokens, least, g.now)
-		if least > u.capacity-g.out {
-			// Leases hold what the bucket lacks: they end within a
-			// lifetime, then the bucket refills from what it holds.
-			wait += s.lifetime
-		}
+		wait := s.l.s.u.waitFor(g, least)
 		e.deniedHave.Store(g.tokens)
 		e.deniedUntil.Store(got + int64(wait))
 		return nil, nil
@@ -521,12 +515,7 @@ func (s *Leased) once(ctx context.Context, key string, cost uint64) (engine.Deci
 		return engine.Decision{}, err
 	}
 	if g.quanta == 0 {
-		u := s.l.s.u
-		wait := u.wait(g.at, g.tokens, cost, g.now)
-		if cost > u.capacity-g.out {
-			wait += s.lifetime
-		}
-		return engine.Decision{RetryAfter: wait}, nil
+		return engine.Decision{RetryAfter: s.l.s.u.waitFor(g, cost)}, nil
 	}
 	return engine.Decision{Allowed: true}, nil
 }

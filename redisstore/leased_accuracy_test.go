@@ -117,3 +117,87 @@ func leaseWorker(t *testing.T) {
 	s.Close()
 	fmt.Printf("ADMITTED %d FROM %d TO %d\n", admitted.Load(), from.UnixNano(), to.UnixNano())
 }
+
+// An instance that dies holding a lease starves the others for at most the
+// lease's lifetime: Redis stops counting the lease when it ends, and the
+// bucket refills to the whole burst again.
+func TestLeasedDeadInstanceStarvesAtMostALifetime(t *testing.T) {
+	if os.Getenv("FAUCET_LEASE_HOLDER") != "" {
+		leaseHolder(t)
+		return
+	}
+	srv := startRedis(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeasedDeadInstanceStarvesAtMostALifetime$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FAUCET_LEASE_HOLDER="+srv.addr())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("holder: %v\n%s", err, out)
+	}
+	var held, sent int64
+	for line := range strings.SplitSeq(string(out), "\n") {
+		fmt.Sscanf(line, "HELD %d SENT %d", &held, &sent)
+	}
+	// The lease ends a lifetime after the holder asked for it, at the
+	// latest (Redis counts from its grant).
+	ends := time.Unix(0, sent).Add(holderLifetime)
+	if time.Until(ends) < holderLifetime/2 {
+		t.Fatalf("the holder took %v to start and die: too slow to see its lease before it ends", time.Since(time.Unix(0, sent)))
+	}
+	if held < 5000 {
+		t.Fatalf("the holder died holding %d quanta, want most of the burst:\n%s", held, out)
+	}
+	l := leaseLimiterPrefix(t, srv.addr(), "dead:", 100, 10)
+	g, err := l.lease(context.Background(), "hot", 0, 0, time.Second, "report", "", 0)
+	if err != nil || g.out < uint64(held) {
+		t.Fatalf("just after the holder died: %+v, %v; want its lease (%d quanta) still counted", g, err, held)
+	}
+	s, err := NewLeased(l, LeaseOptions{Lifetime: holderLifetime, MaxShare: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if d, _ := s.Take(context.Background(), "hot", 10); d.Allowed {
+		t.Fatalf("a whole burst while the dead lease holds most of it: %+v", d)
+	}
+	// Once the lease has ended and the bucket had a burst's refill time
+	// (100 ms), the whole burst passes.
+	time.Sleep(time.Until(ends.Add(100*time.Millisecond + 50*time.Millisecond)))
+	if d, err := s.Take(context.Background(), "hot", 10); err != nil || !d.Allowed {
+		t.Errorf("a lifetime and a refill after the holder died: %+v, %v; want the whole burst", d, err)
+	}
+}
+
+// holderLifetime is the lease lifetime of TestLeasedDeadInstanceStarvesAtMostALifetime:
+// long enough for a race-built test binary to start and die within it.
+const holderLifetime = 3 * time.Second
+
+// leaseHolder takes most of a burst in a lease, then dies without ending it.
+func leaseHolder(t *testing.T) {
+	l := leaseLimiterPrefix(t, os.Getenv("FAUCET_LEASE_HOLDER"), "dead:", 100, 10)
+	s, err := NewLeased(l, LeaseOptions{Lifetime: holderLifetime, MaxShare: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The first lease is one check's; the second is sized from the demand
+	// the first measured, as much as the bucket holds.
+	var sent time.Time
+	for range 2 {
+		sent = time.Now()
+		if d, err := s.Take(ctx, "hot", 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	e, _ := s.keys.Load("hot")
+	fmt.Printf("HELD %d SENT %d\n", e.cur.Load().quanta.Load(), sent.UnixNano())
+	os.Exit(0)
+}
+
+func leaseLimiterPrefix(t *testing.T, addr, prefix string, limit engine.Limit, burst float64) *Limiter {
+	t.Helper()
+	l, err := newLimiter(rueClient{newRue(t, addr)}, Config{Limit: limit, Burst: burst, Prefix: prefix, Timeout: 10 * time.Second, OnFailure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
