@@ -223,7 +223,10 @@ func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.
 		d, sp, err := tl.take(ctx, takes[i].Key, cost)
 		if err != nil {
 			giveBack(spends)
-			denied, _ := tl.l.failed([]engine.Take{{Limiter: tl.l, Key: takes[i].Key, N: takes[i].N}}, out[i:i+1])
+			denied, fellBack := tl.l.failed([]engine.Take{{Limiter: tl.l, Key: takes[i].Key, N: takes[i].N}}, out[i:i+1])
+			// A lease that may have been granted unseen is lost to every
+			// instance until it ends: under-admission, never more.
+			err = storeError(err, unsent(err), fellBack)
 			for j := range takes {
 				if j != i {
 					out[j] = leasedOf(&takes[j]).peek(takes[j].Key)

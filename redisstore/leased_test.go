@@ -173,3 +173,42 @@ func TestLeasedFetchesAhead(t *testing.T) {
 		t.Errorf("%d scripts for %d checks in leases of at most 100 tokens: the test did not exercise leases", scripts, n)
 	}
 }
+
+// When Redis fails, a lease in hand keeps being spent without it; once it
+// runs out, the Limiter's failure policy answers (FailClosed here), with an
+// error that says nothing was taken.
+func TestLeasedOutlivesAStoreFailure(t *testing.T) {
+	srv := startRedis(t)
+	l, err := newLimiter(rueClient{newRue(t, srv.addr())}, Config{Limit: 0.001, Burst: 100, Prefix: "failing:", Timeout: 200 * time.Millisecond, OnFailure: FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLeased(l, LeaseOptions{MaxShare: 1, Lifetime: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	// Two checks: the second lease is sized from the demand, as much as
+	// the bucket holds.
+	for range 2 {
+		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	e, _ := s.keys.Load("k")
+	left := e.cur.Load().quanta.Load() / 1000
+	if left < 10 {
+		t.Fatalf("the lease holds %d tokens, want most of the burst", left)
+	}
+	srv.kill()
+	for i := range left {
+		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check %d of the %d the lease holds, with Redis down: %+v, %v", i, left, d, err)
+		}
+	}
+	d, err := s.Take(ctx, "k", 1)
+	if d.Allowed || !errors.Is(err, engine.ErrUnavailable) && !errors.Is(err, engine.ErrOutcomeUnknown) {
+		t.Errorf("with the lease spent and Redis down: %+v, %v; want FailClosed's denial and a store error", d, err)
+	}
+}
