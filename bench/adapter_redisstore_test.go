@@ -22,17 +22,27 @@ func redisConfig(lim limit) redisstore.Config {
 var faucetRedisImpl = redisImpl{
 	name: "faucet",
 	new: func(addr string, lim limit, _ int) (redisCheck, func(), error) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		l, closeFn, err := rueLimiter(addr, lim)
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := redisstore.New(c, redisConfig(lim))
-		if err != nil {
-			c.Close()
-			return nil, nil, err
-		}
-		return redisstoreCheck(l), func() { l.Close(); c.Close() }, nil
+		return redisstoreCheck(l), closeFn, nil
 	},
+}
+
+// rueLimiter is a redisstore Limiter on a rueidis client of its own, with
+// the function that closes both.
+func rueLimiter(addr string, lim limit) (*redisstore.Limiter, func(), error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := redisstore.New(c, redisConfig(lim))
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return l, func() { l.Close(); c.Close() }, nil
 }
 
 // faucetGoRedisImpl is redisstore on a go-redis client with the pool

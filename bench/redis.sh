@@ -2,6 +2,8 @@
 # Redis benchmarks: checks per second and latency against one local
 # redis-server at 1, 16 and 64 concurrent callers, for faucet's redisstore,
 # go-redis/redis_rate and a no-op script through rueidis (BenchmarkRedis),
+# faucet's leased mode against them and the engine on hot keys
+# (BenchmarkLeased),
 # and redis-benchmark running the same no-op script by EVALSHA: the server's
 # ceiling on this machine. Every run uses the same server, started here
 # without persistence on a free loopback port.
@@ -11,7 +13,7 @@
 # (redis-benchmark's own CSV output, unedited, and the server's time per
 # script call from INFO commandstats). COUNT (default 10) is the
 # number of runs of each configuration; REQUESTS (default 200000) the
-# requests of each redis-benchmark run. Takes about 10 minutes.
+# requests of each redis-benchmark run. Takes about 15 minutes.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v redis-server > /dev/null || { echo "redis-server not found: apt-get install -y redis-server" >&2; exit 1; }
@@ -62,6 +64,7 @@ addr=127.0.0.1:$port
 : > "$raw"
 
 FAUCET_REDIS_ADDR=$addr go test -run '^$' -bench '^BenchmarkRedis$' -count "$count" -timeout 0 . | tee -a "$out"
+FAUCET_REDIS_ADDR=$addr go test -run '^$' -bench '^BenchmarkLeased$' -count "$count" -timeout 0 . | tee -a "$out"
 
 # The ceiling: redis-benchmark sends EVALSHA of the no-op script from c
 # connections, one request outstanding on each (-P 1), so c connections are

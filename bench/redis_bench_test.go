@@ -59,19 +59,25 @@ func BenchmarkRedis(b *testing.B) {
 	for _, im := range redisImpls {
 		for _, callers := range redisCallers {
 			b.Run(fmt.Sprintf("impl=%s/callers=%d", im.name, callers), func(b *testing.B) {
-				addr := redisAddr(b)
-				if err := redisCommand(addr, "FLUSHALL"); err != nil {
-					b.Fatal(err)
-				}
-				check, closeFn, err := im.new(addr, redisLimit, callers)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer closeFn()
-				runRedis(b, addr, check, callers, keys, seq)
+				benchRedisImpl(b, im, redisLimit, callers, keys, seq)
 			})
 		}
 	}
+}
+
+// benchRedisImpl measures im at lim from callers callers on an emptied
+// server.
+func benchRedisImpl(b *testing.B, im redisImpl, lim limit, callers int, keys []string, seq []int32) {
+	addr := redisAddr(b)
+	if err := redisCommand(addr, "FLUSHALL"); err != nil {
+		b.Fatal(err)
+	}
+	check, closeFn, err := im.new(addr, lim, callers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeFn()
+	runRedis(b, addr, check, callers, keys, seq)
 }
 
 // runRedis makes b.N checks from callers goroutines and reports the

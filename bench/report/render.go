@@ -184,6 +184,11 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(redis)
+	leased, err := leasedSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(leased)
 	return buf.Bytes(), nil
 }
 
