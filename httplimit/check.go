@@ -153,7 +153,7 @@ func (l *Middleware) check(r *http.Request, override float64, direct bool) Resul
 		}
 	}
 	if res.Status == http.StatusTooManyRequests && res.Reason == ReasonExceeded {
-		res.RetryAfter = l.retryAfter(&res)
+		res.RetryAfter = res.JitteredRetryAfter(l.opts.seed)
 	}
 	return res
 }
@@ -257,6 +257,18 @@ func (l *Middleware) observe(r *http.Request, now time.Time, res *Result, ru *ru
 			res.Reason = ReasonShadowPrefix + ReasonCostExceedsBurst
 		}
 	}
+}
+
+// NewPolicy returns the Policy of a limit named name refilling rate tokens
+// a second into a bucket of burst, in mode (ModeEnforce or ModeShadow),
+// after decision d on a request of cost under key; Denied is left to the
+// caller. With Result.WriteHeaders it gives the RateLimit fields of a
+// decision made outside a Middleware.
+func NewPolicy(name, mode, key string, rate, burst, cost float64, d engine.Decision) Policy {
+	p := Policy{Name: name, Mode: mode, Key: key, Rate: rate, Burst: burst, Cost: cost,
+		Quota: quota(burst), Window: window(rate, burst)}
+	p.set(d, rate)
+	return p
 }
 
 // set fills the state fields from a decision of a rule refilling at rate.

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
 
@@ -39,4 +41,23 @@ func Example() {
 	// 200 "per-ip";r=1;t=0 retry=""
 	// 200 "per-ip";r=0;t=1 retry=""
 	// 429 "per-ip";r=0;t=1 retry="1"
+}
+
+// The RateLimit fields of a decision made outside a Middleware, here one
+// denial by a bucket of 10 refilling 2 a second.
+func ExampleNewPolicy() {
+	d := engine.Decision{Allowed: false, Remaining: 0.5, RetryAfter: 250 * time.Millisecond, ResetAfter: 4750 * time.Millisecond}
+	p := httplimit.NewPolicy("per-user", httplimit.ModeEnforce, "alice", 2, 10, 1, d)
+	p.Denied = true
+	res := httplimit.Result{Policies: []httplimit.Policy{p}, DeniedBy: p.Name}
+	res.RetryAfter = res.JitteredRetryAfter(1)
+	h := http.Header{}
+	res.WriteHeaders(h)
+	fmt.Println(h.Get("RateLimit-Policy"))
+	fmt.Println(h.Get("RateLimit"))
+	fmt.Println(h.Get("Retry-After"))
+	// Output:
+	// "per-user";q=10;w=5
+	// "per-user";r=0;t=1
+	// 1
 }

@@ -9,17 +9,17 @@ import (
 	"strconv"
 )
 
-// retryAfter is the Retry-After of a 429: the longest wait any enforced rule
-// needs (at least 1 s), plus a jitter in [0, 50 %] of it that is the same
-// every time for one client of one rule, so that clients denied together do
-// not all come back together, and each client sees a stable value. The
-// jitter is never negative, so Retry-After is never earlier than any
-// RateLimit t, as the draft requires.
-func (l *Middleware) retryAfter(res *Result) int64 {
+// JitteredRetryAfter is the Retry-After of a denial: the longest wait any
+// enforced policy needs (at least 1 s), plus a jitter in [0, 50 %] of it
+// that is the same every time for one key of the denying policy (and one
+// seed), so that clients denied together do not all come back together,
+// and each client sees a stable value. The jitter is never negative, so
+// Retry-After is never earlier than any RateLimit t, as the draft requires.
+func (res *Result) JitteredRetryAfter(seed uint64) int64 {
 	base := int64(1)
 	for i := range res.Policies {
 		p := &res.Policies[i]
-		if p.Mode == modeEnforce && !p.Unknown && p.RetryIn > base {
+		if p.Mode == ModeEnforce && !p.Unknown && p.RetryIn > base {
 			base = p.RetryIn
 		}
 	}
@@ -29,7 +29,7 @@ func (l *Middleware) retryAfter(res *Result) int64 {
 			key = res.Policies[i].Key
 		}
 	}
-	return base + jitter(l.opts.seed, res.DeniedBy, key, base)
+	return base + jitter(seed, res.DeniedBy, key, base)
 }
 
 // jitter returns a value in [0, base/2], a deterministic function of the
@@ -152,10 +152,10 @@ func (res *Result) constrained() *Policy {
 		if p.Unknown {
 			continue
 		}
-		if p.Name == res.DeniedBy && p.Mode == modeEnforce {
+		if p.Name == res.DeniedBy && p.Mode == ModeEnforce {
 			return p
 		}
-		if best == nil || (p.Mode == modeEnforce) != (best.Mode == modeEnforce) && p.Mode == modeEnforce ||
+		if best == nil || (p.Mode == ModeEnforce) != (best.Mode == ModeEnforce) && p.Mode == ModeEnforce ||
 			p.Mode == best.Mode && p.Remaining < best.Remaining {
 			best = p
 		}

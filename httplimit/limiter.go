@@ -374,7 +374,7 @@ func (r *rule) compileParts() {
 	}
 	slices.SortStableFunc(r.match, func(a, b matcher) int { return claimsLast(a) - claimsLast(b) })
 	r.cost = newCostSource(&r.Rule)
-	r.shadow = r.Mode == modeShadow
+	r.shadow = r.Mode == ModeShadow
 	r.closed = r.FailMode == failClosed
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))

@@ -37,7 +37,7 @@ func (res *Result) Problem() *Problem {
 	}
 	var denier Policy // zero if a caller's Result names no applied rule
 	for _, pol := range res.Policies {
-		if pol.Name == res.DeniedBy && pol.Mode == modeEnforce {
+		if pol.Name == res.DeniedBy && pol.Mode == ModeEnforce {
 			denier = pol
 		}
 	}

@@ -68,13 +68,19 @@ type Rule struct {
 
 const maxNameLen = 64
 
+// The modes of a rule, and of a Policy.
 const (
-	modeEnforce = "enforce"
-	modeShadow  = "shadow"
-	failOpen    = "open"
-	failClosed  = "closed"
-	costClamp   = "clamp"
-	costReject  = "reject"
+	// ModeEnforce denies the requests the rule's bucket cannot cover.
+	ModeEnforce = "enforce"
+	// ModeShadow only reports them.
+	ModeShadow = "shadow"
+)
+
+const (
+	failOpen   = "open"
+	failClosed = "closed"
+	costClamp  = "clamp"
+	costReject = "reject"
 )
 
 // keyKind is the kind of a limit key or of a match entry.
@@ -182,7 +188,7 @@ func validateRule(r *Rule, i int, p *problems) {
 	validateCostSource(r, bad)
 	validateCosts(r, burstOK, bad)
 	validateMatch(r.Match, bad)
-	oneOf(&r.Mode, "mode", modeEnforce, modeShadow, bad)
+	oneOf(&r.Mode, "mode", ModeEnforce, ModeShadow, bad)
 	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
 }
 

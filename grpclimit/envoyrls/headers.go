@@ -1,0 +1,64 @@
+package envoyrls
+
+import (
+	"net/http"
+	"slices"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/faucetgo/faucet/httplimit"
+)
+
+// headers is the RateLimit-Policy and RateLimit fields of a decision, and
+// Retry-After (with the jitter httplimit gives it) on a denial, written as
+// httplimit writes them for an HTTP rule. A limit of 0 requests, which
+// never admits, has no policy to advertise.
+func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
+	res := httplimit.Result{Allowed: !denied}
+	for i := range checks {
+		c := &checks[i]
+		if c.kind != kindBucket {
+			continue
+		}
+		mode := httplimit.ModeEnforce
+		if c.shadow {
+			mode = httplimit.ModeShadow
+		}
+		p := httplimit.NewPolicy(c.name(), mode, c.key, float64(rate(c.perUnit, c.unit)), float64(c.perUnit), c.cost, c.d)
+		p.Denied = c.over
+		if c.over && !c.shadow && res.DeniedBy == "" {
+			res.DeniedBy = p.Name
+		}
+		res.Policies = append(res.Policies, p)
+	}
+	if denied {
+		res.RetryAfter = res.JitteredRetryAfter(s.opts.Seed)
+	}
+	h := http.Header{}
+	res.WriteHeaders(h)
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]*core.HeaderValue, 0, len(names))
+	for _, name := range names {
+		for _, v := range h[name] {
+			out = append(out, &core.HeaderValue{Key: name, Value: v})
+		}
+	}
+	return out
+}
+
+// name is what the RateLimit fields call c's limit: its name in the
+// configuration, else its path there, else (a request-carried limit) its
+// bucket set's.
+func (c *check) name() string {
+	switch {
+	case c.limit == nil:
+		return overrideSpec(c.perUnit, c.unit).Name
+	case c.limit.Name != "":
+		return c.limit.Name
+	default:
+		return c.limit.Path
+	}
+}

@@ -1,0 +1,74 @@
+package envoyrls
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/faucetgo/faucet/engine"
+)
+
+// unitSeconds is each unit's length, as the reference counts it (a month
+// is 30 days, a year 365).
+var unitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
+	pb.RateLimitResponse_RateLimit_SECOND: 1,
+	pb.RateLimitResponse_RateLimit_MINUTE: 60,
+	pb.RateLimitResponse_RateLimit_HOUR:   3600,
+	pb.RateLimitResponse_RateLimit_DAY:    86400,
+	pb.RateLimitResponse_RateLimit_WEEK:   7 * 86400,
+	pb.RateLimitResponse_RateLimit_MONTH:  30 * 86400,
+	pb.RateLimitResponse_RateLimit_YEAR:   365 * 86400,
+}
+
+// rate is the refill rate of a bucket of perUnit tokens a unit: the
+// rolling equivalent of a fixed window of perUnit requests.
+func rate(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) engine.Limit {
+	return engine.Limit(float64(perUnit) / float64(unitSeconds[unit]))
+}
+
+// unitLength is a unit as a duration.
+func unitLength(unit pb.RateLimitResponse_RateLimit_Unit) time.Duration {
+	return time.Duration(unitSeconds[unit]) * time.Second
+}
+
+// spec is the store Spec of a configured limit, or ok false for a limit
+// with no bucket (unlimited, or 0 requests: every request is denied).
+func (l *Limit) spec() (s engine.Spec, ok bool) {
+	if l.Unlimited || l.RequestsPerUnit == 0 {
+		return s, false
+	}
+	return engine.Spec{ID: l.id, Name: l.Path, Limit: rate(l.RequestsPerUnit, l.Unit), Burst: float64(l.RequestsPerUnit)}, true
+}
+
+// limitID names a configured limit's buckets: a hash of its domain and
+// its path's composite keys, so that a reload keeps the buckets of every
+// limit still at the same place, and two places never share buckets
+// (the dotted Path is ambiguous when keys hold dots).
+func limitID(domain string, composites []string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range append([]string{domain}, composites...) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	return "rls-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// overrideSpec is the Spec of a limit a request carries: apart from every
+// configured limit's buckets, and shared by every request with the same
+// override.
+func overrideSpec(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) engine.Spec {
+	id := fmt.Sprintf("rls-override-%d-per-%s", perUnit, unit)
+	return engine.Spec{ID: id, Name: id, Limit: rate(perUnit, unit), Burst: float64(perUnit)}
+}
+
+// checkLimit checks that a bucket can hold a limit of perUnit a unit.
+func checkLimit(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) error {
+	if err := engine.CheckLimit(rate(perUnit, unit), float64(perUnit)); err != nil {
+		return fmt.Errorf("requests_per_unit %d per %s: %w", perUnit, unit, err)
+	}
+	return nil
+}

@@ -1,0 +1,478 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/faucetgo/faucet/engine"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Options configures a Server; the zero value picks every default.
+type Options struct {
+	// Store keeps the buckets; nil keeps them in memory, in a store the
+	// Server owns and closes.
+	Store engine.Store
+	// Headers adds the IETF RateLimit-Policy and RateLimit fields to every
+	// answer's response_headers_to_add, and Retry-After to a denial's.
+	Headers bool
+	// ShadowMode answers OK to every request while still taking tokens
+	// and counting denials (the reference's global shadow mode).
+	ShadowMode bool
+	// MaxDescriptors bounds a request's descriptors (0: 64), MaxEntries a
+	// descriptor's entries (0: 32), MaxEntryBytes an entry's key plus
+	// value (0: 4096). A request beyond them is refused with
+	// InvalidArgument, naming the bound.
+	MaxDescriptors, MaxEntries, MaxEntryBytes int
+	// MaxOverrides bounds the distinct limits requests may carry in their
+	// descriptors' limit field (0: 64): each is a bucket set of its own.
+	MaxOverrides int
+	// Seed varies the Retry-After jitter between deployments.
+	Seed uint64
+	// Now is the clock handed to stores that take one (the in-memory
+	// engine); nil is time.Now.
+	Now func() time.Time
+}
+
+func (o Options) resolve() (Options, error) {
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxDescriptors", &o.MaxDescriptors, 64}, {"MaxEntries", &o.MaxEntries, 32},
+		{"MaxEntryBytes", &o.MaxEntryBytes, 4096}, {"MaxOverrides", &o.MaxOverrides, 64},
+	} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			return o, fmt.Errorf("envoyrls: Options.%s must be positive, or 0 for %d, got %d", f.name, f.def, *f.v)
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// Server implements envoy.service.ratelimit.v3.RateLimitService over token
+// buckets: each matched descriptor is a bucket of requests_per_unit tokens
+// refilling requests_per_unit per unit, and a request is admitted only if
+// every matched bucket holds its cost, in which case all of them are taken
+// from; a denial takes nothing. It is safe for concurrent use.
+type Server struct {
+	pb.UnimplementedRateLimitServiceServer
+	opts  Options
+	store engine.Store
+	owned *engine.Pool
+	// mu serialises Load, override binds and Close.
+	mu    sync.Mutex
+	state atomic.Pointer[state]
+	// overrides holds the Limiters of request-carried limits, bound once;
+	// copy on write under mu, read without locks.
+	overrides atomic.Pointer[map[overrideKey]engine.Limiter]
+}
+
+// state is a loaded configuration with its limits bound.
+type state struct {
+	cfg  *Config
+	lims map[*Limit]engine.Limiter
+}
+
+type overrideKey struct {
+	perUnit uint32
+	unit    pb.RateLimitResponse_RateLimit_Unit
+}
+
+// New returns a Server answering from cfg.
+func New(cfg *Config, opts Options) (*Server, error) {
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, store: opts.Store}
+	if s.store == nil {
+		s.owned = engine.NewEnginePool(engine.Config{})
+		s.store = s.owned
+	}
+	s.overrides.Store(&map[overrideKey]engine.Limiter{})
+	if err := s.Load(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Register registers the server's RateLimitService on g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterRateLimitServiceServer(g, s) }
+
+// Load puts cfg in force. Limits whose place in the tree and values are
+// unchanged keep their buckets; in memory, a limit whose values changed
+// keeps them too, retuned. If a limit cannot be bound, nothing changes.
+func (s *Server) Load(cfg *Config) error {
+	if cfg == nil {
+		return errors.New("envoyrls: nil Config")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &state{cfg: cfg, lims: map[*Limit]engine.Limiter{}}
+	for _, d := range cfg.domains {
+		for _, l := range d.limits {
+			sp, ok := l.spec()
+			if !ok {
+				continue
+			}
+			bound, err := s.store.Bind(sp)
+			if err != nil {
+				st.release(s.store)
+				return fmt.Errorf("envoyrls: %s: limit %s: %w", d.File, l.Path, err)
+			}
+			st.lims[l] = bound
+		}
+	}
+	if old := s.state.Swap(st); old != nil {
+		old.release(s.store)
+	}
+	return nil
+}
+
+func (st *state) release(store engine.Store) {
+	for _, l := range st.lims {
+		store.Release(l)
+	}
+}
+
+// Close releases every limit and closes the in-memory store if the Server
+// made it.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state.Swap(&state{cfg: &Config{}, lims: map[*Limit]engine.Limiter{}}); st != nil {
+		st.release(s.store)
+	}
+	for _, l := range *s.overrides.Swap(&map[overrideKey]engine.Limiter{}) {
+		s.store.Release(l)
+	}
+	if s.owned != nil {
+		return s.owned.Close()
+	}
+	return nil
+}
+
+// override returns the Limiter of a request-carried limit, binding it on
+// first use.
+func (s *Server) override(k overrideKey) (engine.Limiter, error) {
+	if l, ok := (*s.overrides.Load())[k]; ok {
+		return l, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := *s.overrides.Load()
+	if l, ok := cur[k]; ok {
+		return l, nil
+	}
+	if len(cur) >= s.opts.MaxOverrides {
+		return nil, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
+	}
+	l, err := s.store.Bind(overrideSpec(k.perUnit, k.unit))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
+	}
+	next := make(map[overrideKey]engine.Limiter, len(cur)+1)
+	for kk, v := range cur {
+		next[kk] = v
+	}
+	next[k] = l
+	s.overrides.Store(&next)
+	return l, nil
+}
+
+// kind is what a request descriptor matched.
+type kind uint8
+
+const (
+	kindNone      kind = iota // no limit, or a replaced one: OK
+	kindUnlimited             // OK, limit_remaining 2^32-1
+	kindZero                  // requests_per_unit 0: always over
+	kindBucket                // a bucket to take from
+)
+
+// check is one request descriptor's limit and outcome.
+type check struct {
+	kind    kind
+	limit   *Limit // nil for an override
+	perUnit uint32
+	unit    pb.RateLimitResponse_RateLimit_Unit
+	lim     engine.Limiter
+	key     string
+	cost    float64
+	shadow  bool
+	quota   bool
+	d       engine.Decision
+	decided bool
+	over    bool
+}
+
+// ShouldRateLimit decides a request: OK when every matched descriptor's
+// bucket holds its cost (all of them are then taken from), OVER_LIMIT
+// otherwise, with one status per descriptor.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	checks, err := s.checks(req)
+	if err != nil {
+		return nil, err
+	}
+	denied, err := s.decide(ctx, checks)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(checks))}
+	if denied && !s.opts.ShadowMode {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range checks {
+		resp.Statuses[i] = checks[i].status()
+	}
+	if s.opts.Headers {
+		resp.ResponseHeadersToAdd = s.headers(checks, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+	}
+	return resp, nil
+}
+
+// checks validates req and finds each descriptor's limit.
+func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
+	domain := req.GetDomain()
+	descs := req.GetDescriptors()
+	switch {
+	case domain == "":
+		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
+	case len(descs) == 0:
+		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
+	case len(descs) > s.opts.MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "descriptors: %d, at most %d (Options.MaxDescriptors)", len(descs), s.opts.MaxDescriptors)
+	}
+	st := s.state.Load()
+	dom := st.cfg.domains[domain]
+	checks := make([]check, len(descs))
+	replaced := map[string]bool{}
+	for i, dsc := range descs {
+		if err := s.validate(i, dsc); err != nil {
+			return nil, err
+		}
+		c := &checks[i]
+		c.cost = float64(max(1, req.GetHitsAddend()))
+		if h := dsc.GetHitsAddend(); h != nil {
+			c.cost = float64(h.GetValue())
+		}
+		if ov := dsc.GetLimit(); ov != nil {
+			unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
+			if _, ok := unitSeconds[unit]; !ok {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit.unit: %v is not one of SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR", i, ov.GetUnit())
+			}
+			c.perUnit, c.unit = ov.GetRequestsPerUnit(), unit
+			if c.perUnit == 0 {
+				c.kind = kindZero
+				continue
+			}
+			if err := checkLimit(c.perUnit, unit); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
+			}
+			lim, err := s.override(overrideKey{c.perUnit, unit})
+			if err != nil {
+				return nil, err
+			}
+			c.kind, c.lim, c.key = kindBucket, lim, bucketKey(domain, dsc.GetEntries(), nil)
+			continue
+		}
+		if dom == nil {
+			continue
+		}
+		l, shared := dom.match(dsc.GetEntries())
+		if l == nil {
+			continue
+		}
+		for _, r := range l.Replaces {
+			replaced[r] = true
+		}
+		c.limit, c.perUnit, c.unit, c.shadow, c.quota = l, l.RequestsPerUnit, l.Unit, l.Shadow, l.Quota
+		switch {
+		case l.Unlimited:
+			c.kind = kindUnlimited
+		case l.RequestsPerUnit == 0:
+			c.kind = kindZero
+		default:
+			c.kind, c.lim, c.key = kindBucket, st.lims[l], bucketKey(domain, dsc.GetEntries(), shared)
+		}
+	}
+	for i := range checks {
+		if l := checks[i].limit; l != nil && l.Name != "" && replaced[l.Name] && checks[i].kind != kindUnlimited {
+			checks[i] = check{}
+		}
+	}
+	return checks, nil
+}
+
+// validate checks one descriptor against the proto's rules and the bounds.
+func (s *Server) validate(i int, dsc *common.RateLimitDescriptor) error {
+	entries := dsc.GetEntries()
+	switch {
+	case len(entries) == 0:
+		return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: must not be empty", i)
+	case len(entries) > s.opts.MaxEntries:
+		return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: %d, at most %d (Options.MaxEntries)", i, len(entries), s.opts.MaxEntries)
+	}
+	for j, e := range entries {
+		switch {
+		case e.GetKey() == "":
+			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d].key: must not be empty", i, j)
+		case e.GetValue() == "":
+			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d].value: must not be empty", i, j)
+		case len(e.GetKey())+len(e.GetValue()) > s.opts.MaxEntryBytes:
+			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d]: key and value hold %d bytes, at most %d (Options.MaxEntryBytes)", i, j, len(e.GetKey())+len(e.GetValue()), s.opts.MaxEntryBytes)
+		}
+	}
+	return nil
+}
+
+// decide takes from the matched buckets and reports whether the request
+// is denied. Enforced limits are all or nothing; a shadow or quota-mode
+// limit that cannot cover its cost is set aside (reported, not taken) and
+// the rest are tried again; the request is denied when an enforced limit
+// cannot, or when every quota-mode limit is exhausted.
+func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
+	var active []int
+	quotas, quotasOver, denied := 0, 0, false
+	for i := range checks {
+		c := &checks[i]
+		if c.quota && !c.shadow && (c.kind == kindBucket || c.kind == kindZero) {
+			quotas++
+		}
+		switch c.kind {
+		case kindBucket:
+			active = append(active, i)
+		case kindZero:
+			c.over, c.decided = true, true
+			c.d.RetryAfter = engine.InfDuration
+			switch {
+			case c.shadow:
+			case c.quota:
+				quotasOver++
+			default:
+				denied = true
+			}
+		}
+	}
+	var takes []engine.Take
+	var out []engine.Decision
+	for len(active) > 0 {
+		if denied || quotas > 0 && quotasOver == quotas {
+			// Nothing more is taken; the rest report their state.
+			return true, s.take(ctx, checks, active, true)
+		}
+		takes, out = takes[:0], out[:0]
+		for _, i := range active {
+			takes = append(takes, engine.Take{Limiter: checks[i].lim, Key: checks[i].key, N: checks[i].cost})
+			out = append(out, engine.Decision{})
+		}
+		k, err := s.takeAll(ctx, takes, out)
+		if err != nil {
+			return false, err
+		}
+		if k < 0 {
+			for j, i := range active {
+				checks[i].d, checks[i].decided = out[j], true
+			}
+			return false, nil
+		}
+		c := &checks[active[k]]
+		c.d, c.decided, c.over = out[k], true, true
+		switch {
+		case c.shadow:
+		case c.quota:
+			quotasOver++
+		default:
+			for j, i := range active {
+				if j != k {
+					checks[i].d, checks[i].decided = out[j], true
+					checks[i].over = out[j].Remaining < checks[i].cost
+				}
+			}
+			return true, nil
+		}
+		active = append(active[:k], active[k+1:]...)
+	}
+	return denied || quotas > 0 && quotasOver == quotas, nil
+}
+
+// take peeks (or takes) the active checks' buckets and records the
+// decisions.
+func (s *Server) take(ctx context.Context, checks []check, active []int, peek bool) error {
+	takes := make([]engine.Take, len(active))
+	out := make([]engine.Decision, len(active))
+	for j, i := range active {
+		takes[j] = engine.Take{Limiter: checks[i].lim, Key: checks[i].key}
+	}
+	if _, err := s.takeAll(ctx, takes, out); err != nil {
+		return err
+	}
+	for j, i := range active {
+		c := &checks[i]
+		c.d, c.decided = out[j], true
+		c.over = out[j].Remaining < c.cost
+	}
+	return nil
+}
+
+// takeAll makes takes on the store, at the Server's clock if the store
+// takes one. A store failure is Unavailable: Envoy's failure_mode_deny
+// then decides.
+func (s *Server) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
+	var k int
+	var err error
+	if at, ok := takes[0].Limiter.(engine.TakerAt); ok {
+		k, err = at.TakeAllAt(s.opts.Now(), takes, out)
+	} else {
+		k, err = takes[0].Limiter.TakeAll(ctx, takes, out)
+	}
+	if err != nil && !errors.Is(err, engine.ErrFallback) {
+		return 0, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+	}
+	return k, nil
+}
+
+// status is the descriptor status of c.
+func (c *check) status() *pb.RateLimitResponse_DescriptorStatus {
+	switch c.kind {
+	case kindNone:
+		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+	case kindUnlimited:
+		return &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	}
+	st := &pb.RateLimitResponse_DescriptorStatus{
+		Code:           pb.RateLimitResponse_OK,
+		CurrentLimit:   &pb.RateLimitResponse_RateLimit{RequestsPerUnit: c.perUnit, Unit: c.unit},
+		LimitRemaining: uint32(min(math.Floor(c.d.Remaining), math.MaxUint32)),
+	}
+	if c.limit != nil {
+		st.CurrentLimit.Name = c.limit.Name
+	}
+	switch {
+	case c.over && !c.shadow:
+		st.Code = pb.RateLimitResponse_OVER_LIMIT
+		if c.d.RetryAfter != engine.InfDuration {
+			st.DurationUntilReset = durationpb.New(c.d.RetryAfter)
+		}
+	default:
+		st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
+	}
+	return st
+}

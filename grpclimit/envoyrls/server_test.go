@@ -1,0 +1,254 @@
+package envoyrls
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+const perUser = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 15}
+`
+
+// The cost is the descriptor's hits_addend, else the request's, else 1; a
+// descriptor's hits_addend of 0 only looks.
+func TestHitsAddend(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	ask := func(reqAddend uint32, d *common.RateLimitDescriptor) *pb.RateLimitResponse {
+		resp, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{d}, HitsAddend: reqAddend})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if got := ask(4, desc("user", "a")).Statuses[0].LimitRemaining; got != 6 {
+		t.Errorf("request hits_addend 4: %d left, want 6", got)
+	}
+	d := desc("user", "a")
+	d.HitsAddend = wrapperspb.UInt64(5)
+	if got := ask(4, d).Statuses[0].LimitRemaining; got != 1 {
+		t.Errorf("descriptor hits_addend 5 over the request's 4: %d left, want 1", got)
+	}
+	d.HitsAddend = wrapperspb.UInt64(0)
+	if resp := ask(0, d); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("hits_addend 0 looks without taking: %v", resp)
+	}
+	d.HitsAddend = wrapperspb.UInt64(2)
+	if resp := ask(0, d); resp.OverallCode != over || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("a cost above what is left is denied and takes nothing: %v", resp)
+	}
+	d.HitsAddend = wrapperspb.UInt64(1 << 40)
+	if resp := ask(0, d); resp.OverallCode != over || resp.Statuses[0].DurationUntilReset != nil {
+		t.Errorf("a cost above the burst never passes, and says so: %v", resp)
+	}
+}
+
+// A limit carried by the request has buckets apart from the configured
+// limit's, shared by requests with the same override.
+func TestLimitOverride(t *testing.T) {
+	r := startRLS(t, Options{MaxOverrides: 2}, perUser)
+	withLimit := func(n uint32, unit typev3.RateLimitUnit) *common.RateLimitDescriptor {
+		d := desc("user", "a")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	if got := r.admits(t, 4, "api", withLimit(3, typev3.RateLimitUnit_MINUTE)); got != 3 {
+		t.Errorf("override 3/min: %d admitted, want 3", got)
+	}
+	if got := r.admits(t, 11, "api", desc("user", "a")); got != 10 {
+		t.Errorf("the configured limit's bucket is apart: %d admitted, want 10", got)
+	}
+	resp := r.ask(t, "api", withLimit(3, typev3.RateLimitUnit_MINUTE))
+	if l := resp.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 3 || l.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+		t.Errorf("current_limit %v, want the override", l)
+	}
+	// Overrides apply in an unknown domain too, and to descriptors that
+	// match no configured limit.
+	if got := r.admits(t, 3, "elsewhere", withLimit(2, typev3.RateLimitUnit_HOUR)); got != 2 {
+		t.Errorf("override in an unknown domain: %d admitted, want 2", got)
+	}
+	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{withLimit(7, typev3.RateLimitUnit_DAY)}})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxOverrides = 2") {
+		t.Errorf("a third distinct override with MaxOverrides 2: %v", err)
+	}
+	if got := r.admits(t, 1, "api", withLimit(0, typev3.RateLimitUnit_DAY)); got != 0 {
+		t.Error("an override of 0 requests denies")
+	}
+}
+
+// A quota_mode limit denies only when every quota_mode limit that matched
+// is exhausted; an exhausted one is reported and takes nothing.
+func TestQuotaMode(t *testing.T) {
+	r := startRLS(t, Options{}, `
+domain: q
+descriptors:
+  - key: daily
+    quota_mode: true
+    rate_limit: {unit: day, requests_per_unit: 2}
+  - key: bonus
+    quota_mode: true
+    rate_limit: {unit: day, requests_per_unit: 3}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 100}
+`)
+	daily, bonus, user := desc("daily", "u"), desc("bonus", "u"), desc("user", "u")
+	if got := r.admits(t, 8, "q", daily, bonus, user); got != 3 {
+		t.Errorf("%d admitted, want 3 (the larger quota; both are exhausted after)", got)
+	}
+	resp := r.ask(t, "q", daily, bonus, user)
+	if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[1].Code != over {
+		t.Errorf("every quota exhausted: %v", resp)
+	}
+	// The user limit lost only the 3 admitted requests.
+	if got := resp.Statuses[2].LimitRemaining; got != 97 {
+		t.Errorf("user bucket holds %d, want 97", got)
+	}
+}
+
+func TestGlobalShadowMode(t *testing.T) {
+	r := startRLS(t, Options{ShadowMode: true}, perUser)
+	if got := r.admits(t, 20, "api", desc("user", "a")); got != 20 {
+		t.Errorf("%d of 20 admitted in global shadow mode", got)
+	}
+	if resp := r.ask(t, "api", desc("user", "a")); resp.Statuses[0].Code != over {
+		t.Errorf("the status still says OVER_LIMIT: %v", resp.Statuses[0])
+	}
+}
+
+// The IETF fields describe every limit, and a denial carries Retry-After,
+// never earlier than the refill.
+func TestResponseHeaders(t *testing.T) {
+	r := startRLS(t, Options{Headers: true}, perUser)
+	resp := r.ask(t, "api", desc("user", "a"), desc("tenant", "t"))
+	h := map[string]string{}
+	for _, v := range resp.ResponseHeadersToAdd {
+		h[v.Key] = v.Value
+	}
+	if want := `"api.user";q=10;w=1, "api.tenant";q=15;w=1`; h["Ratelimit-Policy"] != want {
+		t.Errorf("RateLimit-Policy %q, want %q", h["Ratelimit-Policy"], want)
+	}
+	if want := `"api.user";r=9;t=0, "api.tenant";r=14;t=0`; h["Ratelimit"] != want {
+		t.Errorf("RateLimit %q, want %q", h["Ratelimit"], want)
+	}
+	if _, ok := h["Retry-After"]; ok {
+		t.Error("Retry-After on an admitted request")
+	}
+	r.admits(t, 9, "api", desc("user", "a"))
+	resp = r.ask(t, "api", desc("user", "a"))
+	h = map[string]string{}
+	for _, v := range resp.ResponseHeadersToAdd {
+		h[v.Key] = v.Value
+	}
+	if h["Retry-After"] != "1" || h["Ratelimit"] != `"api.user";r=0;t=1` {
+		t.Errorf("denied: %v", h)
+	}
+}
+
+// Requests outside the protocol's rules or the bounds are refused with
+// InvalidArgument naming the field, never a panic.
+func TestBadRequests(t *testing.T) {
+	r := startRLS(t, Options{MaxDescriptors: 4, MaxEntries: 3, MaxEntryBytes: 64}, perUser)
+	many := func(n int) []*common.RateLimitDescriptor {
+		out := make([]*common.RateLimitDescriptor, n)
+		for i := range out {
+			out[i] = desc("user", fmt.Sprint(i))
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		req  *pb.RateLimitRequest
+		code codes.Code
+		want string
+	}{
+		"no domain":          {&pb.RateLimitRequest{Descriptors: many(1)}, codes.InvalidArgument, "domain: must not be empty"},
+		"no descriptors":     {&pb.RateLimitRequest{Domain: "api"}, codes.InvalidArgument, "descriptors: must not be empty"},
+		"too many":           {&pb.RateLimitRequest{Domain: "api", Descriptors: many(5)}, codes.InvalidArgument, "descriptors: 5, at most 4 (Options.MaxDescriptors)"},
+		"no entries":         {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{}}}, codes.InvalidArgument, "descriptors[0].entries: must not be empty"},
+		"too many entries":   {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("a", "1", "b", "2", "c", "3", "d", "4")}}, codes.InvalidArgument, "descriptors[0].entries: 4, at most 3"},
+		"empty key":          {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("", "1")}}, codes.InvalidArgument, "descriptors[0].entries[0].key: must not be empty"},
+		"empty value":        {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", "a"), desc("user", "")}}, codes.InvalidArgument, "descriptors[1].entries[0].value: must not be empty"},
+		"long entry":         {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", strings.Repeat("x", 100))}}, codes.InvalidArgument, "key and value hold 104 bytes, at most 64"},
+		"unknown unit":       {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{Entries: desc("user", "a").Entries, Limit: &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}}}}, codes.InvalidArgument, "descriptors[0].limit.unit: UNKNOWN is not one of"},
+		"override too large": {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{Entries: desc("user", "a").Entries, Limit: &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 4e9, Unit: typev3.RateLimitUnit_DAY}}}}, codes.InvalidArgument, "Burst must be between 1 and 1e9 tokens"},
+		"10 MB":              {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", strings.Repeat("x", 10<<20))}}, codes.ResourceExhausted, "larger than max"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := r.client.ShouldRateLimit(context.Background(), tc.req)
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %v with %q", err, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// A reload keeps the buckets of limits that did not change, and in memory
+// retunes those that did.
+func TestLoadKeepsBuckets(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	r.admits(t, 10, "api", desc("user", "a"))
+	r.admits(t, 5, "api", desc("tenant", "t"))
+	d, err := ParseDomain("new.yaml", []byte(strings.Replace(perUser, "requests_per_unit: 15", "requests_per_unit: 30", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := NewConfig(d)
+	if err := r.srv.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.ask(t, "api", desc("user", "a")); resp.OverallCode != over {
+		t.Errorf("the unchanged user limit's bucket was reset: %v", resp)
+	}
+	if got := r.ask(t, "api", desc("tenant", "t")).Statuses[0].LimitRemaining; got != 9 {
+		t.Errorf("tenant bucket after 15→30: %d left, want 9 (10 held, kept, less this request)", got)
+	}
+	r.clock.advance(time.Second)
+	if got := r.admits(t, 11, "api", desc("user", "a")); got != 10 {
+		t.Errorf("a second later: %d admitted, want 10", got)
+	}
+}
+
+// Concurrent requests on one descriptor pair admit exactly the smaller
+// burst at a frozen clock, and a denial takes nothing from the other.
+func TestConcurrentExactAdmission(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				resp, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api",
+					Descriptors: []*common.RateLimitDescriptor{desc("user", "a"), desc("tenant", "t")}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if resp.OverallCode == ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != 10 {
+		t.Errorf("%d admitted, want the user burst, 10", admitted.Load())
+	}
+	if got := r.ask(t, "api", desc("tenant", "t")).Statuses[0].LimitRemaining; got != 4 {
+		t.Errorf("tenant bucket holds %d after this request, want 15-10-1 = 4", got)
+	}
+}
