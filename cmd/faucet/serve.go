@@ -45,6 +45,9 @@ type serveConfig struct {
 	http            httpFlags
 	redis           redisFlags
 	jwt             jwtFlags
+	rls             rlsFlags
+	// rlsLoaded is the rate-limit service's configuration read at start.
+	rlsLoaded *rlsConfig
 }
 
 const (
@@ -98,6 +101,15 @@ that fails verification counts as none. Without verification such rules are
 refused, unless they set "insecure_unverified_jwt": true (warned about).
 --validate checks the rules against these settings, loading the key set.
 
+With --rls ADDR, faucet also serves Envoy's rate-limit service there
+(gRPC envoy.service.ratelimit.v3.RateLimitService, the standard gRPC health
+service, and server reflection), configured by every *.yaml file of
+--rls-config DIR in envoyproxy/ratelimit's format, one domain per file. Each
+matched descriptor is a token bucket of requests_per_unit refilling
+requests_per_unit per unit, in the same store as the rules (--redis shares
+them). A change to a file in DIR (checked every --watch) or SIGHUP reloads
+them; buckets of unchanged limits are kept. --validate checks DIR too.
+
 flags:
 `
 
@@ -121,6 +133,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	cfg.http.register(fs)
 	cfg.redis.register(fs)
 	cfg.jwt.register(fs)
+	cfg.rls.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -139,6 +152,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
+	if cfg.rls.listen != "" && cfg.rls.config != "" {
+		if cfg.rlsLoaded, err = loadRLSConfig(cfg.rls.config); err != nil {
+			problems = append(problems, "--rls-config: "+err.Error())
+		}
+	}
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "faucet serve: %s\n", strings.Join(problems, "\n"))
 		return 2
@@ -152,6 +170,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	defer stopJWT()
 	if cfg.validate {
 		fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
+		if cfg.rlsLoaded != nil {
+			fmt.Fprintf(stdout, "%s: %d rate-limit service domains, valid\n", cfg.rls.config, len(cfg.rlsLoaded.cfg.Domains()))
+		}
 		return 0
 	}
 	s, err := newServer(&cfg, opts, rules, logger)
@@ -227,6 +248,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	problems = append(problems, cfg.http.problems(cfg.upstream != "")...)
 	problems = append(problems, cfg.redis.problems()...)
 	problems = append(problems, cfg.jwt.problems()...)
+	problems = append(problems, cfg.rls.problems()...)
 	return opts, problems
 }
 
@@ -260,6 +282,7 @@ type server struct {
 	closeStore func() error
 	log        *slog.Logger
 	metrics    *metrics
+	rls        *rlsService  // Envoy's rate-limit service, if --rls
 	public     http.Handler // the limiter: proxy or check API, and /healthz
 	admin      http.Handler // /healthz and the metrics
 
@@ -309,6 +332,13 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 		}
 	}
 	s.metrics.watch(s.lim)
+	if cfg.rlsLoaded != nil {
+		if s.rls, err = newRLSService(&cfg.rls, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
+			s.lim.Close()
+			s.closeStore()
+			return nil, err
+		}
+	}
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {
 		u, _ := url.Parse(cfg.upstream)
@@ -419,8 +449,18 @@ func (s *server) run() int {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	lns, err := s.listen()
+	if err == nil && s.rls != nil {
+		if err = s.rls.listen(); err != nil {
+			for _, l := range lns {
+				l.ln.Close()
+			}
+		}
+	}
 	if err != nil {
 		s.log.Error("cannot listen", "err", err)
+		if s.rls != nil {
+			s.rls.srv.Close()
+		}
 		s.lim.Close()
 		s.closeStore()
 		return 1
@@ -429,6 +469,9 @@ func (s *server) run() int {
 	if len(lns) > 1 {
 		attrs = append(attrs, "admin_url", "http://"+lns[1].ln.Addr().String())
 	}
+	if s.rls != nil {
+		attrs = append(attrs, "rls_addr", s.rls.ln.Addr().String(), "rls_config", s.cfg.rls.config)
+	}
 	if s.cfg.upstream != "" {
 		attrs = append(attrs, "mode", "proxy", "upstream", s.cfg.upstream)
 	} else {
@@ -436,13 +479,16 @@ func (s *server) run() int {
 	}
 	attrs = append(attrs, "rules", len(s.lim.Rules()), "rules_from", s.cfg.rulesName())
 	s.log.Info("listening", attrs...)
-	served := make(chan error, len(lns))
+	served := make(chan error, len(lns)+1)
 	for _, l := range lns {
 		go func() { served <- l.srv.Serve(l.ln) }()
 	}
+	if s.rls != nil {
+		s.rls.serve(served)
+	}
 
 	var tick <-chan time.Time
-	if s.cfg.rules != "" && s.cfg.watch > 0 {
+	if (s.cfg.rules != "" || s.rls != nil) && s.cfg.watch > 0 {
 		t := time.NewTicker(s.cfg.watch)
 		defer t.Stop()
 		tick = t.C
@@ -458,12 +504,18 @@ loop:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				s.reload(true)
+				if s.rls != nil {
+					s.rls.reload(true)
+				}
 				continue
 			}
 			s.log.Info("shutting down", "signal", sig.String())
 			break loop
 		case <-tick:
 			s.reload(false)
+			if s.rls != nil {
+				s.rls.reload(false)
+			}
 		case err := <-served:
 			s.log.Error("serve failed", "err", err)
 			code = 1
@@ -477,6 +529,9 @@ loop:
 			s.log.Error("shutdown", "listener", l.name, "err", err)
 			code = 1
 		}
+	}
+	if s.rls != nil {
+		s.rls.stop(ctx)
 	}
 	s.lim.Close()
 	s.closeStore()

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/grpclimit/envoyrls"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// rlsFlags are serve's flags for Envoy's rate-limit service.
+type rlsFlags struct {
+	listen  string
+	config  string
+	headers bool
+	shadow  bool
+}
+
+func (f *rlsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.listen, "rls", "", "also serve Envoy's rate-limit service (gRPC envoy.service.ratelimit.v3, with the standard health service) on `ADDR`ess")
+	fs.StringVar(&f.config, "rls-config", "", "`DIR` of the rate-limit service's configuration: every *.yaml file in it, one domain each, in envoyproxy/ratelimit's format")
+	fs.BoolVar(&f.headers, "rls-headers", false, "add the RateLimit-Policy and RateLimit fields (and Retry-After on a denial) to the rate-limit service's answers, for Envoy to send on")
+	fs.BoolVar(&f.shadow, "rls-shadow", false, "answer OK to every rate-limit service request, still counting what would have been denied")
+}
+
+func (f *rlsFlags) problems() []string {
+	switch {
+	case f.listen != "" && f.config == "":
+		return []string{"--rls: needs --rls-config DIR"}
+	case f.listen == "" && (f.config != "" || f.headers || f.shadow):
+		return []string{"--rls-config, --rls-headers, --rls-shadow: only mean something with --rls"}
+	}
+	return nil
+}
+
+// rlsMaxMessage bounds a rate-limit request: Envoy's are a few hundred
+// bytes, and gRPC's default of 4 MiB would let each stream hold that much.
+const rlsMaxMessage = 64 << 10
+
+// rlsConfig is the rate-limit service's configuration as read from its
+// directory, with the digest of what was read.
+type rlsConfig struct {
+	cfg      *envoyrls.Config
+	sum      [32]byte
+	files    int
+	warnings []string
+}
+
+// loadRLSConfig reads every *.yaml file of dir, in name order, reporting
+// every problem of every file.
+func loadRLSConfig(dir string) (*rlsConfig, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	out := &rlsConfig{files: len(names)}
+	var domains []*envoyrls.Domain
+	var errs []error
+	for _, name := range names {
+		data, err := readBounded(name, envoyrls.MaxConfigBytes)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(h, "%d:%s%d:", len(name), name, len(data))
+		h.Write(data)
+		d, err := envoyrls.ParseDomain(name, data)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, w := range d.Warnings {
+			out.warnings = append(out.warnings, name+": "+w)
+		}
+		domains = append(domains, d)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if out.cfg, err = envoyrls.NewConfig(domains...); err != nil {
+		return nil, err
+	}
+	copy(out.sum[:], h.Sum(nil))
+	return out, nil
+}
+
+// readBounded reads a file of at most limit bytes; a larger one is an
+// error, not read whole.
+func readBounded(name string, limit int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, nil
+}
+
+// rlsService is the running rate-limit service.
+type rlsService struct {
+	flags  *rlsFlags
+	srv    *envoyrls.Server
+	grpc   *grpc.Server
+	health *health.Server
+	ln     net.Listener
+	log    *slog.Logger
+	sum    [32]byte // of the configuration in force; used by reload only
+}
+
+// newRLSService builds the rate-limit service on store from a
+// configuration already read.
+func newRLSService(f *rlsFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
+	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowMode: f.shadow, Seed: seed})
+	if err != nil {
+		return nil, err
+	}
+	r := &rlsService{flags: f, srv: srv, log: logger.With("component", "rls"), sum: rc.sum, health: health.NewServer()}
+	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage))
+	srv.Register(r.grpc)
+	healthpb.RegisterHealthServer(r.grpc, r.health)
+	reflection.Register(r.grpc)
+	r.logLoaded(rc)
+	return r, nil
+}
+
+func (r *rlsService) logLoaded(rc *rlsConfig) {
+	for _, w := range rc.warnings {
+		r.log.Warn("rate-limit configuration: key ignored", "where", w)
+	}
+	if rc.files == 0 {
+		r.log.Warn("no *.yaml files in --rls-config: every request is answered OK", "dir", r.flags.config)
+	}
+}
+
+func (r *rlsService) listen() error {
+	ln, err := net.Listen("tcp", r.flags.listen)
+	if err != nil {
+		return fmt.Errorf("--rls: %w", err)
+	}
+	r.ln = ln
+	return nil
+}
+
+func (r *rlsService) serve(served chan<- error) {
+	r.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	r.health.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
+	go func() { served <- r.grpc.Serve(r.ln) }()
+}
+
+// reload re-reads the configuration directory: on SIGHUP always, on a tick
+// only if a file changed. A bad configuration is reported with every
+// problem, and the one in force stays.
+func (r *rlsService) reload(forced bool) bool {
+	rc, err := loadRLSConfig(r.flags.config)
+	if err != nil {
+		r.log.Error("reload of --rls-config failed, keeping the configuration in force", "dir", r.flags.config, "err", err)
+		return false
+	}
+	if !forced && rc.sum == r.sum {
+		return true
+	}
+	if err := r.srv.Load(rc.cfg); err != nil {
+		r.log.Error("reload of --rls-config failed, keeping the configuration in force", "dir", r.flags.config, "err", err)
+		return false
+	}
+	r.sum = rc.sum
+	r.logLoaded(rc)
+	r.log.Info("reloaded rate-limit configuration", "dir", r.flags.config, "files", rc.files)
+	return true
+}
+
+// stop drains the service within ctx, then cuts what is left.
+func (r *rlsService) stop(ctx context.Context) {
+	r.health.Shutdown()
+	done := make(chan struct{})
+	go func() { r.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.grpc.Stop()
+	}
+	r.srv.Close()
+}

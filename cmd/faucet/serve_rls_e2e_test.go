@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+var rlsAddr = regexp.MustCompile(`\brls_addr"?[=:]"?([^\s"]+)`)
+
+const rlsEdge = `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 3}
+`
+
+// startRLSServe runs faucet serve with the rate-limit service on a free
+// loopback port over a configuration directory holding files.
+func startRLSServe(t *testing.T, files map[string]string, args ...string) (*proc, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startServe(t, append([]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--watch", "100ms"}, args...)...)
+	addr := submatch(rlsAddr, p.log())
+	if addr == "" {
+		t.Fatalf("no rls_addr in the log:\n%s", p.log())
+	}
+	return p, addr, dir
+}
+
+func rlsClient(t *testing.T, addr string) (rlspb.RateLimitServiceClient, healthpb.HealthClient) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlspb.NewRateLimitServiceClient(conn), healthpb.NewHealthClient(conn)
+}
+
+func edgeRequest(ip string) *rlspb.RateLimitRequest {
+	return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{{
+		Entries: []*common.RateLimitDescriptor_Entry{{Key: "remote_address", Value: ip}},
+	}}}
+}
+
+// The binary serves the rate-limit service and health to the generated
+// clients, and reloads a changed file keeping the buckets of unchanged
+// limits.
+func TestServeRLSEndToEnd(t *testing.T) {
+	p, addr, dir := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge})
+	client, hc := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		h, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q: %v, %v", svc, h, err)
+		}
+	}
+	codes := func(ip string, n int) string {
+		var out []string
+		for range n {
+			resp, err := client.ShouldRateLimit(ctx, edgeRequest(ip))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, resp.OverallCode.String())
+		}
+		return strings.Join(out, " ")
+	}
+	if got := codes("10.0.0.1", 4); got != "OK OK OK OVER_LIMIT" {
+		t.Fatalf("3 an hour: %s", got)
+	}
+	// A request far above any Envoy's is refused before it is decoded.
+	_, err := client.ShouldRateLimit(ctx, edgeRequest(strings.Repeat("x", 10<<20)))
+	if status.Code(err) != grpccodes.ResourceExhausted {
+		t.Errorf("a 10 MB request: %v, want ResourceExhausted", err)
+	}
+	// A second domain arrives, the first is unchanged: its buckets stay.
+	if err := os.WriteFile(filepath.Join(dir, "api.yaml"), []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, regexp.MustCompile(`reloaded rate-limit configuration.*files"?[=:]2`))
+	if got := codes("10.0.0.1", 1); got != "OVER_LIMIT" {
+		t.Errorf("after a reload, 10.0.0.1's bucket was reset: %s", got)
+	}
+	resp, err := client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{
+		Entries: []*common.RateLimitDescriptor_Entry{{Key: "user", Value: "u"}}}}})
+	if err != nil || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1 {
+		t.Fatalf("the new domain: %v, %v", resp, err)
+	}
+	// A broken file is reported, and the configuration in force stays.
+	if err := os.WriteFile(filepath.Join(dir, "api.yaml"), []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, regexp.MustCompile(`reload of --rls-config failed.*fortnight`))
+	if got := codes("10.0.0.2", 1); got != "OK" {
+		t.Errorf("after a failed reload: %s", got)
+	}
+}
+
+// A bad configuration directory stops the start with every problem named,
+// and --validate checks it.
+func TestServeRLSBadConfigExit2(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("domain: a\ndescriptors:\n  - {key: k, rate_limit: {unit: fortnight, requests_per_unit: 1}}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte("domain: b\nbogus: 1\n"), 0o644)
+	out, err := exec.Command(faucetBinary(t), "serve", "--rls", "127.0.0.1:0", "--rls-config", dir).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	for _, want := range []string{`"fortnight" is not one of`, "bogus: unknown key", "a.yaml", "b.yaml"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	os.Remove(filepath.Join(dir, "a.yaml"))
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(rlsEdge), 0o644)
+	out, err = exec.Command(faucetBinary(t), "serve", "--rls", "127.0.0.1:0", "--rls-config", dir, "--validate").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1 rate-limit service domains, valid") {
+		t.Errorf("--validate: %v\n%s", err, out)
+	}
+	out, _ = exec.Command(faucetBinary(t), "serve", "--rls", "127.0.0.1:0").CombinedOutput()
+	if !strings.Contains(string(out), "--rls: needs --rls-config DIR") {
+		t.Errorf("--rls alone: %s", out)
+	}
+}
+
+// grpcurl, a client that knows nothing of Envoy's protos but what server
+// reflection tells it, gets the same answers.
+func TestServeRLSWithGrpcurl(t *testing.T) {
+	grpcurl, err := exec.LookPath("grpcurl")
+	if err != nil {
+		if os.Getenv("FAUCET_REQUIRE_GRPCURL") == "1" {
+			t.Fatal("FAUCET_REQUIRE_GRPCURL=1 and grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest")
+		}
+		t.Skip("grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest")
+	}
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--rls-headers")
+	req := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "192.0.2.1"}]}]}`
+	var last map[string]any
+	for i := range 4 {
+		out, err := exec.Command(grpcurl, "-plaintext", "-d", req, addr, "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit").CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl: %v\n%s", err, out)
+		}
+		last = map[string]any{}
+		if err := json.Unmarshal(out, &last); err != nil {
+			t.Fatalf("grpcurl output: %v\n%s", err, out)
+		}
+		want := "OK"
+		if i == 3 {
+			want = "OVER_LIMIT"
+		}
+		if last["overallCode"] != want {
+			t.Fatalf("request %d: %s, want %s", i+1, out, want)
+		}
+	}
+	headers, _ := json.Marshal(last["responseHeadersToAdd"])
+	for _, want := range []string{`"key":"Ratelimit-Policy","value":"\"edge.remote_address\";q=3;w=3600"`, `"key":"Retry-After"`} {
+		if !strings.Contains(string(headers), want) {
+			t.Errorf("headers %s lack %s", headers, want)
+		}
+	}
+	out, err := exec.Command(grpcurl, "-plaintext", addr, "grpc.health.v1.Health/Check").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SERVING") {
+		t.Errorf("health through grpcurl: %v\n%s", err, out)
+	}
+}
