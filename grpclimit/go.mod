@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0
 	github.com/faucetgo/faucet v0.1.0
+	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	go.yaml.in/yaml/v2 v2.4.3
 	google.golang.org/grpc v1.81.1
 	google.golang.org/protobuf v1.36.11

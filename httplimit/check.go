@@ -209,7 +209,7 @@ func (l *Middleware) enforce(r *http.Request, now time.Time, res *Result, applie
 	}
 	if denied < 0 {
 		for _, i := range idx {
-			applied[i].counters.allowed.Add(1)
+			applied[i].counters.allow(&res.Policies[i])
 		}
 		return
 	}
@@ -245,7 +245,7 @@ func (l *Middleware) observe(r *http.Request, now time.Time, res *Result, ru *ru
 		return
 	}
 	if denied < 0 {
-		ru.counters.allowed.Add(1)
+		ru.counters.allow(p)
 		return
 	}
 	p.Denied = true

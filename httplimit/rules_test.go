@@ -241,8 +241,8 @@ func TestReloadKeepsUnchangedBuckets(t *testing.T) {
 	if w.Code != 429 {
 		t.Errorf("drained client after a reload: %d, want 429", w.Code)
 	}
-	if st := l.Stats(); st[0].Allowed != 20 || st[0].Denied != 1 {
-		t.Errorf("counters after reload: %+v, want 20 allowed and 1 denied kept", st[0])
+	if st := l.Stats(); st[0].Allowed != 20 || st[0].Denied != 1 || st[0].NearLimit != 4 {
+		t.Errorf("counters after reload: %+v, want 20 allowed (4 of them leaving under a fifth of the burst) and 1 denied kept", st[0])
 	}
 	changed, _ := httplimit.ParseRules([]byte(`{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":10,"burst":30}}]}`))
 	if err := l.Reload(changed); err != nil {

@@ -14,7 +14,16 @@ type statser interface {
 // ruleCounters count one rule's decisions; they belong to the rule's name and
 // survive reloads.
 type ruleCounters struct {
-	allowed, denied, shadowDenied, failedOpen, failedClosed, refused atomic.Uint64
+	allowed, nearLimit, denied, shadowDenied, failedOpen, failedClosed, refused atomic.Uint64
+}
+
+// allow counts an admitted request, near the limit if it left its bucket
+// under a fifth of the burst (envoyproxy/ratelimit's near-limit ratio).
+func (c *ruleCounters) allow(p *Policy) {
+	c.allowed.Add(1)
+	if p.Remaining < p.Burst/5 {
+		c.nearLimit.Add(1)
+	}
 }
 
 // RuleStats is a snapshot of one rule's counters.
@@ -24,6 +33,9 @@ type RuleStats struct {
 	Mode string
 	// Allowed counts requests the rule passed (a shadow rule: would have).
 	Allowed uint64
+	// NearLimit counts those of them that left the bucket under a fifth
+	// of its burst.
+	NearLimit uint64
 	// Denied counts requests the rule denied.
 	Denied uint64
 	// ShadowDenied counts requests a shadow rule would have denied.
@@ -49,7 +61,7 @@ func (l *Middleware) Stats() []RuleStats {
 	out := make([]RuleStats, len(set.rules))
 	for i, r := range set.rules {
 		c := r.counters
-		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), Denied: c.denied.Load(),
+		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
 		if st, ok := r.lim.(statser); ok {
 			es := st.Stats()

@@ -2,8 +2,10 @@ package main
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -14,6 +16,7 @@ import (
 // requests pay nothing for them, and serve's own.
 type metrics struct {
 	lim            *httplimit.Middleware // set by watch before the first scrape
+	rls            *envoyrls.Server      // set by watchRLS before the first scrape, if --rls
 	reg            *prometheus.Registry
 	handler        http.Handler
 	reloads        *prometheus.CounterVec
@@ -22,7 +25,14 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 
 	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
+	// names its users' dashboards know: total_hits, over_limit, near_limit,
+	// within_limit, shadow_mode.
+	rateLimit [5]*prometheus.Desc
 }
+
+// rateLimitStats are the stats of rateLimit, in its order.
+var rateLimitStats = [5]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -52,6 +62,11 @@ func newMetrics() *metrics {
 			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
 			[]string{"reason"}, nil),
 	}
+	for i, name := range rateLimitStats {
+		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
+			"envoyproxy/ratelimit's ratelimit.service.rate_limit.DOMAIN.KEY."+name+", in hits (request costs) for the rate-limit service and in requests for HTTP rules (domain \"http\", key1 the rule's name). key1 is the first level of the key, key2 the rest, joined by dots.",
+			[]string{"domain", "key1", "key2"}, nil)
+	}
 	m.lastOK.Set(float64(time.Now().Unix()))
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
@@ -66,6 +81,10 @@ func newMetrics() *metrics {
 
 // watch exports lim's counters; it is called once, before serving.
 func (m *metrics) watch(lim *httplimit.Middleware) { m.lim = lim }
+
+// watchRLS exports the rate-limit service's counters; it is called once,
+// before serving.
+func (m *metrics) watchRLS(srv *envoyrls.Server) { m.rls = srv }
 
 // watchConns exports the connection counts of listener name; it is called
 // once per listener, before serving.
@@ -89,6 +108,11 @@ func (m *metrics) watchConns(name string, c *connCap) {
 func (m *metrics) reloaded(ok bool) {
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()
+		for i, name := range rateLimitStats {
+			m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
+				"envoyproxy/ratelimit's ratelimit.service.rate_limit.DOMAIN.KEY."+name+", in hits (request costs) for the rate-limit service and in requests for HTTP rules (domain \"http\", key1 the rule's name). key1 is the first level of the key, key2 the rest, joined by dots.",
+				[]string{"domain", "key1", "key2"}, nil)
+		}
 		m.lastOK.Set(float64(time.Now().Unix()))
 	} else {
 		m.reloads.WithLabelValues("error").Inc()
@@ -101,6 +125,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.evictions
 	ch <- m.overflow
 	ch <- m.jwtRejected
+	for _, d := range m.rateLimit {
+		ch <- d
+	}
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
@@ -112,6 +139,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 			{"failed_open", s.FailedOpen}, {"failed_closed", s.FailedClosed}} {
 			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(c.n), s.Name, c.result)
 		}
+		m.emitRateLimit(ch, "http", []string{s.Name}, [5]uint64{s.Allowed + s.Denied + s.ShadowDenied, s.Denied + s.ShadowDenied, s.NearLimit, s.Allowed, s.ShadowDenied})
 		if s.HasBuckets {
 			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)
 			ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evicted), s.Name)
@@ -125,5 +153,19 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}{{"malformed", j.Malformed}, {"signature", j.Signature}, {"expired", j.Expired},
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
+	}
+	if m.rls != nil {
+		for _, s := range m.rls.Stats() {
+			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+		}
+	}
+}
+
+// emitRateLimit sends one key's counters under envoyproxy/ratelimit's names.
+func (m *metrics) emitRateLimit(ch chan<- prometheus.Metric, domain string, levels []string, n [5]uint64) {
+	key1 := levels[0]
+	key2 := strings.Join(levels[1:], ".")
+	for i, d := range m.rateLimit {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n[i]), domain, key1, key2)
 	}
 }

@@ -338,6 +338,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			s.closeStore()
 			return nil, err
 		}
+		s.metrics.watchRLS(s.rls.srv)
 	}
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {

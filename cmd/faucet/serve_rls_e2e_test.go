@@ -117,6 +117,19 @@ func TestServeRLSEndToEnd(t *testing.T) {
 	if got := codes("10.0.0.2", 1); got != "OK" {
 		t.Errorf("after a failed reload: %s", got)
 	}
+	// The counters, under envoyproxy/ratelimit's names: 6 hits, 2 over.
+	_, body := get(t, p.adminURL("/metrics"))
+	for _, want := range []string{
+		`ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address",key2=""} 6`,
+		`ratelimit_service_rate_limit_over_limit{domain="edge",key1="remote_address",key2=""} 2`,
+		`ratelimit_service_rate_limit_within_limit{domain="edge",key1="remote_address",key2=""} 4`,
+		`ratelimit_service_rate_limit_total_hits{domain="api",key1="user",key2=""} 1`,
+		`ratelimit_service_rate_limit_total_hits{domain="http",key1="per-ip",key2=""} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "ratelimit_service"))
+		}
+	}
 }
 
 // A bad configuration directory stops the start with every problem named,

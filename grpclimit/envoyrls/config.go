@@ -53,13 +53,18 @@ type Limit struct {
 	Path string
 	// id names the limit's buckets in the store.
 	id string
+	// valuesInMetric is set when a descriptor on the limit's path has
+	// value_to_metric: its metrics may name request values.
+	valuesInMetric bool
 }
 
 // node is one level of a domain's descriptor tree. Like the reference,
 // it indexes children by their composite key: "key" without a value,
 // "key_value" with one.
 type node struct {
-	children map[string]*node
+	// key and composite are the descriptor's key and composite key.
+	key, composite string
+	children       map[string]*node
 	// wild lists the children whose composite key holds a '*', in file
 	// order: a request entry that matches no child exactly is matched
 	// against them, first match wins.
@@ -74,9 +79,8 @@ type node struct {
 }
 
 type wildChild struct {
-	composite string
-	parts     []string
-	n         *node
+	parts []string
+	n     *node
 }
 
 // ConfigError lists every problem of a configuration file.
@@ -186,7 +190,7 @@ func ParseDomain(file string, data []byte) (*Domain, error) {
 		ce.Problems = append(ce.Problems, "domain: missing or empty")
 	}
 	d.root.children = map[string]*node{}
-	d.load(ce, &d.root, "", root.Domain+".", nil, root.Descriptors)
+	d.load(ce, &d.root, "", root.Domain+".", nil, false, root.Descriptors)
 	if len(ce.Problems) > 0 {
 		return nil, ce
 	}
@@ -263,8 +267,9 @@ func at(path string) string {
 
 // load builds n's children from descs, checking each as the reference
 // does. path locates descs in the file; full is the metric path so far,
-// comps the composite keys on the way.
-func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []string, descs []fileDescriptor) {
+// comps the composite keys on the way; vtm is set when one of them has
+// value_to_metric.
+func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []string, vtm bool, descs []fileDescriptor) {
 	for i, fd := range descs {
 		p := fmt.Sprintf("%sdescriptors[%d]", path, i)
 		if fd.Key == "" {
@@ -279,11 +284,12 @@ func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []strin
 			ce.Problems = append(ce.Problems, fmt.Sprintf("%s: duplicate descriptor %q (key %q, value %q) at this level", p, full+composite, fd.Key, fd.Value))
 			continue
 		}
-		c := &node{children: map[string]*node{}, valueToMetric: fd.ValueToMetric, metadata: fd.Metadata}
+		c := &node{key: fd.Key, composite: composite, children: map[string]*node{}, valueToMetric: fd.ValueToMetric, metadata: fd.Metadata}
 		here := append(comps[:len(comps):len(comps)], composite)
 		if fd.RateLimit != nil {
 			c.limit = d.loadLimit(ce, p+".rate_limit", full+composite, &fd)
 			c.limit.id = limitID(d.Name, here)
+			c.limit.valuesInMetric = vtm || fd.ValueToMetric
 		}
 		wild := strings.Contains(composite, "*")
 		if fd.ShareThreshold {
@@ -293,10 +299,10 @@ func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []strin
 			c.shared = strings.TrimPrefix(composite, fd.Key+"_")
 		}
 		if wild {
-			n.wild = append(n.wild, wildChild{composite: composite, parts: strings.Split(composite, "*"), n: c})
+			n.wild = append(n.wild, wildChild{parts: strings.Split(composite, "*"), n: c})
 		}
 		n.children[composite] = c
-		d.load(ce, c, p+".", full+composite+".", here, fd.Descriptors)
+		d.load(ce, c, p+".", full+composite+".", here, vtm || fd.ValueToMetric, fd.Descriptors)
 	}
 }
 

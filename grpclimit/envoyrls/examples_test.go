@@ -18,8 +18,9 @@ const (
 	over = pb.RateLimitResponse_OVER_LIMIT
 )
 
-func TestExampleOneLimitPerValue(t *testing.T) {
-	r := startRLS(t, Options{}, `
+// The configurations of the reference's examples that several tests use.
+const (
+	yamlMongoCps = `
 domain: mongo_cps
 descriptors:
   - key: database
@@ -28,7 +29,33 @@ descriptors:
   - key: database
     value: default
     rate_limit: {unit: second, requests_per_unit: 500}
-`)
+`
+	yamlExample8 = `
+domain: example8
+descriptors:
+  - key: key1
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: key1
+    value: value1
+    rate_limit: {unit: minute, requests_per_unit: 20}
+`
+	yamlExample10 = `
+domain: example10
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit: {unit: minute, requests_per_unit: 60}
+`
+)
+
+func TestExampleOneLimitPerValue(t *testing.T) {
+	r := startRLS(t, Options{}, yamlMongoCps)
 	if got := r.admits(t, 501, "mongo_cps", desc("database", "users")); got != 500 {
 		t.Errorf("users: %d of 501 admitted, want 500", got)
 	}
@@ -221,16 +248,7 @@ descriptors:
 }
 
 func TestExampleDetailedMetricLimits(t *testing.T) {
-	r := startRLS(t, Options{}, `
-domain: example8
-descriptors:
-  - key: key1
-    detailed_metric: true
-    rate_limit: {unit: minute, requests_per_unit: 10}
-  - key: key1
-    value: value1
-    rate_limit: {unit: minute, requests_per_unit: 20}
-`)
+	r := startRLS(t, Options{}, yamlExample8)
 	if got := r.admits(t, 11, "example8", desc("key1", "unspecified_value")); got != 10 {
 		t.Errorf("unspecified value: %d admitted, want 10", got)
 	}
@@ -271,18 +289,7 @@ descriptors:
 }
 
 func TestExampleValueToMetricLimits(t *testing.T) {
-	r := startRLS(t, Options{}, `
-domain: example10
-descriptors:
-  - key: route
-    value_to_metric: true
-    descriptors:
-      - key: http_method
-        value_to_metric: true
-        descriptors:
-          - key: subject_id
-            rate_limit: {unit: minute, requests_per_unit: 60}
-`)
+	r := startRLS(t, Options{}, yamlExample10)
 	if got := r.admits(t, 61, "example10", desc("route", "api", "http_method", "GET", "subject_id", "123")); got != 60 {
 		t.Errorf("%d admitted, want 60", got)
 	}

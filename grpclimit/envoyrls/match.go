@@ -17,27 +17,15 @@ import (
 func (d *Domain) match(entries []*common.RateLimitDescriptor_Entry) (lim *Limit, shared []string) {
 	level := &d.root
 	for i, e := range entries {
-		composite := e.GetKey() + "_" + e.GetValue()
-		next := level.children[composite]
-		if next == nil {
-			for _, w := range level.wild {
-				if wildMatch(w.parts, composite) {
-					next = w.n
-					if next.shared != "" {
-						if shared == nil {
-							shared = make([]string, len(entries))
-						}
-						shared[i] = next.shared
-					}
-					break
-				}
-			}
-		}
-		if next == nil {
-			next = level.children[e.GetKey()]
-		}
+		next, how := level.step(e)
 		if next == nil {
 			return nil, nil
+		}
+		if how == byWildcard && next.shared != "" {
+			if shared == nil {
+				shared = make([]string, len(entries))
+			}
+			shared[i] = next.shared
 		}
 		if i == len(entries)-1 {
 			return next.limit, shared
@@ -48,6 +36,27 @@ func (d *Domain) match(entries []*common.RateLimitDescriptor_Entry) (lim *Limit,
 		level = next
 	}
 	return nil, nil
+}
+
+// How a request entry matched a child.
+const (
+	byValue    = iota // its "key_value"
+	byWildcard        // a wildcard child
+	byKey             // its "key" alone
+)
+
+// step finds the child of n that entry e matches, and how.
+func (n *node) step(e *common.RateLimitDescriptor_Entry) (*node, int) {
+	composite := e.GetKey() + "_" + e.GetValue()
+	if c := n.children[composite]; c != nil {
+		return c, byValue
+	}
+	for _, w := range n.wild {
+		if wildMatch(w.parts, composite) {
+			return w.n, byWildcard
+		}
+	}
+	return n.children[e.GetKey()], byKey
 }
 
 // wildMatch reports whether s matches the pattern split at its '*'s, each

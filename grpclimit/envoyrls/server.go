@@ -37,6 +37,10 @@ type Options struct {
 	// MaxOverrides bounds the distinct limits requests may carry in their
 	// descriptors' limit field (0: 64): each is a bucket set of its own.
 	MaxOverrides int
+	// MaxMetricKeys bounds the metric keys that name request values
+	// (detailed_metric, value_to_metric, request-carried limits; 0:
+	// 10,000): past it, new ones count under their limit's own key.
+	MaxMetricKeys int
 	// Seed varies the Retry-After jitter between deployments.
 	Seed uint64
 	// Now is the clock handed to stores that take one (the in-memory
@@ -52,6 +56,7 @@ func (o Options) resolve() (Options, error) {
 	}{
 		{"MaxDescriptors", &o.MaxDescriptors, 64}, {"MaxEntries", &o.MaxEntries, 32},
 		{"MaxEntryBytes", &o.MaxEntryBytes, 4096}, {"MaxOverrides", &o.MaxOverrides, 64},
+		{"MaxMetricKeys", &o.MaxMetricKeys, 10_000},
 	} {
 		switch {
 		case *f.v == 0:
@@ -76,6 +81,7 @@ type Server struct {
 	opts  Options
 	store engine.Store
 	owned *engine.Pool
+	stats *stats
 	// mu serialises Load, override binds and Close.
 	mu    sync.Mutex
 	state atomic.Pointer[state]
@@ -101,7 +107,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, store: opts.Store}
+	s := &Server{opts: opts, store: opts.Store, stats: newStats(opts.MaxMetricKeys)}
 	if s.store == nil {
 		s.owned = engine.NewEnginePool(engine.Config{})
 		s.store = s.owned
@@ -128,6 +134,9 @@ func (s *Server) Load(cfg *Config) error {
 	st := &state{cfg: cfg, lims: map[*Limit]engine.Limiter{}}
 	for _, d := range cfg.domains {
 		for _, l := range d.limits {
+			if !l.Unlimited {
+				s.stats.of(d.Name, l.Path, l.Path)
+			}
 			sp, ok := l.spec()
 			if !ok {
 				continue
@@ -215,6 +224,8 @@ type check struct {
 	unit    pb.RateLimitResponse_RateLimit_Unit
 	lim     engine.Limiter
 	key     string
+	shared  []string
+	dom     *Domain // the configured limit's domain, as matched
 	cost    float64
 	shadow  bool
 	quota   bool
@@ -241,6 +252,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	}
 	for i := range checks {
 		resp.Statuses[i] = checks[i].status()
+		s.count(req.GetDomain(), req.GetDescriptors()[i].GetEntries(), &checks[i])
 	}
 	if s.opts.Headers {
 		resp.ResponseHeadersToAdd = s.headers(checks, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
@@ -303,14 +315,14 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 		for _, r := range l.Replaces {
 			replaced[r] = true
 		}
-		c.limit, c.perUnit, c.unit, c.shadow, c.quota = l, l.RequestsPerUnit, l.Unit, l.Shadow, l.Quota
+		c.limit, c.dom, c.perUnit, c.unit, c.shadow, c.quota = l, dom, l.RequestsPerUnit, l.Unit, l.Shadow, l.Quota
 		switch {
 		case l.Unlimited:
 			c.kind = kindUnlimited
 		case l.RequestsPerUnit == 0:
 			c.kind = kindZero
 		default:
-			c.kind, c.lim, c.key = kindBucket, st.lims[l], bucketKey(domain, dsc.GetEntries(), shared)
+			c.kind, c.lim, c.key, c.shared = kindBucket, st.lims[l], bucketKey(domain, dsc.GetEntries(), shared), shared
 		}
 	}
 	for i := range checks {
