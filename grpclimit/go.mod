@@ -7,6 +7,7 @@ require (
 	github.com/faucetgo/faucet v0.1.0
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	go.yaml.in/yaml/v2 v2.4.3
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171
 	google.golang.org/grpc v1.81.1
 	google.golang.org/protobuf v1.36.11
 )
@@ -19,5 +20,4 @@ require (
 	golang.org/x/net v0.51.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171 // indirect
 )

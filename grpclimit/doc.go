@@ -1,0 +1,10 @@
+// Package grpclimit rate-limits gRPC servers with faucet's HTTP rules:
+// unary and stream server interceptors that decide each call with an
+// httplimit.Middleware, answering codes.ResourceExhausted with the wait in
+// a google.rpc.RetryInfo detail and the IETF RateLimit fields as response
+// metadata. Package envoyrls, in this module, is Envoy's rate-limit
+// service.
+//
+// The module is apart from faucet's core so that gRPC and Envoy's protos
+// are dependencies only of those who use them.
+package grpclimit

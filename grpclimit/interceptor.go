@@ -1,0 +1,138 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/faucetgo/faucet/httplimit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// KeyHeader is the header under which Options.Key's value reaches the
+// rules ("limit_keys": ["header:Faucet-Key"]). Metadata a client sends
+// under this name is dropped first, so a client cannot choose its key.
+const KeyHeader = "Faucet-Key"
+
+// Options configures a Limiter.
+type Options struct {
+	// Key, if set, derives a key from the call (an authenticated
+	// principal, a tenant): its value is the KeyHeader header of the
+	// request the rules see; "" sets none.
+	Key func(ctx context.Context, fullMethod string) string
+}
+
+// Limiter applies an httplimit.Middleware's rules to gRPC calls. Each call
+// is seen by the rules as an HTTP/2 POST to its full method name
+// ("/package.Service/Method"), with the call's metadata as headers, the
+// peer's address as the client (forwarding headers believed only from the
+// Middleware's TrustedProxies) and the :authority as host. So the rules'
+// keys (ip:, header:, jwt: on the authorization metadata), matches on
+// path, tiers, costs and shadow mode work on calls as on requests.
+type Limiter struct {
+	m    *httplimit.Middleware
+	opts Options
+}
+
+// New returns a Limiter over m's rules; m stays the caller's to reload and
+// close.
+func New(m *httplimit.Middleware, opts Options) *Limiter {
+	return &Limiter{m: m, opts: opts}
+}
+
+// UnaryServerInterceptor checks every unary call before its handler runs.
+func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := l.check(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor checks every stream once, when it opens.
+func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := l.check(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// check decides a call, sets the RateLimit fields as header metadata, and
+// returns the status of a refusal: ResourceExhausted with a RetryInfo
+// detail for a denial, InvalidArgument for a cost the rules refuse,
+// Unavailable when the store failed under fail_mode closed.
+func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) error {
+	res := l.m.Check(l.request(ctx, fullMethod))
+	h := http.Header{}
+	res.WriteHeaders(h)
+	if len(h) > 0 {
+		md := metadata.MD{}
+		for k, vs := range h {
+			md[strings.ToLower(k)] = vs
+		}
+		setHeader(md)
+	}
+	if res.Allowed {
+		return nil
+	}
+	switch res.Status {
+	case http.StatusTooManyRequests:
+		st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limited by %s (%s)", res.DeniedBy, res.Reason))
+		if res.RetryAfter > 0 {
+			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(res.RetryAfter) * time.Second)}); err == nil {
+				st = d
+			}
+		}
+		return st.Err()
+	case http.StatusBadRequest:
+		return status.Errorf(codes.InvalidArgument, "rate limit rule %s: %s", res.DeniedBy, res.Detail)
+	default:
+		return status.Errorf(codes.Unavailable, "rate limit store unavailable (%s)", res.Reason)
+	}
+}
+
+// request is the HTTP request the rules see for a call.
+func (l *Limiter) request(ctx context.Context, fullMethod string) *http.Request {
+	md, _ := metadata.FromIncomingContext(ctx)
+	h := make(http.Header, len(md)+1)
+	host := ""
+	for k, vs := range md {
+		switch {
+		case k == ":authority":
+			if len(vs) > 0 {
+				host = vs[0]
+			}
+		case strings.HasPrefix(k, ":"):
+		default:
+			h[textproto.CanonicalMIMEHeaderKey(k)] = vs
+		}
+	}
+	delete(h, KeyHeader)
+	if l.opts.Key != nil {
+		if k := l.opts.Key(ctx, fullMethod); k != "" {
+			h[KeyHeader] = []string{k}
+		}
+	}
+	remote := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		remote = p.Addr.String()
+	}
+	r := &http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: fullMethod}, RequestURI: fullMethod,
+		Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host, RemoteAddr: remote,
+	}
+	return r.WithContext(ctx)
+}
