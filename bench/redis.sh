@@ -3,7 +3,8 @@
 # redis-server at 1, 16 and 64 concurrent callers, for faucet's redisstore,
 # go-redis/redis_rate and a no-op script through rueidis (BenchmarkRedis),
 # faucet's leased mode against them and the engine on hot keys
-# (BenchmarkLeased),
+# (BenchmarkLeased), Envoy's rate-limit service, faucet's against
+# envoyproxy/ratelimit's (BenchmarkRLS),
 # and redis-benchmark running the same no-op script by EVALSHA: the server's
 # ceiling on this machine. Every run uses the same server, started here
 # without persistence on a free loopback port.
@@ -65,6 +66,7 @@ addr=127.0.0.1:$port
 
 FAUCET_REDIS_ADDR=$addr go test -run '^$' -bench '^BenchmarkRedis$' -count "$count" -timeout 0 . | tee -a "$out"
 FAUCET_REDIS_ADDR=$addr go test -run '^$' -bench '^BenchmarkLeased$' -count "$count" -timeout 0 . | tee -a "$out"
+FAUCET_REDIS_ADDR=$addr go test -run '^$' -bench '^BenchmarkRLS$' -count "$count" -timeout 0 . | tee -a "$out"
 
 # The ceiling: redis-benchmark sends EVALSHA of the no-op script from c
 # connections, one request outstanding on each (-P 1), so c connections are

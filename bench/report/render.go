@@ -189,6 +189,11 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(leased)
+	rls, err := rlsSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(rls)
 	return buf.Bytes(), nil
 }
 
