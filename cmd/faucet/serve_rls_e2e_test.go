@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,35 @@ func TestServeRLSWithGrpcurl(t *testing.T) {
 	out, err := exec.Command(grpcurl, "-plaintext", addr, "grpc.health.v1.Health/Check").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SERVING") {
 		t.Errorf("health through grpcurl: %v\n%s", err, out)
+	}
+}
+
+// Two instances on one Redis share every rate-limit service limit, per
+// check and leased: together they admit one burst.
+func TestServeRLSSharedThroughRedis(t *testing.T) {
+	redis := startRedisServer(t)
+	for _, mode := range [][]string{nil, {"--lease"}} {
+		t.Run(fmt.Sprintf("flags=%v", mode), func(t *testing.T) {
+			prefix := fmt.Sprintf("rls-%d:", len(mode))
+			args := append([]string{"--redis", redis, "--redis-prefix", prefix}, mode...)
+			_, a, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, args...)
+			_, b, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			admitted := 0
+			for i := range 8 {
+				client, _ := rlsClient(t, []string{a, b}[i%2])
+				resp, err := client.ShouldRateLimit(ctx, edgeRequest("198.51.100.7"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.OverallCode == rlspb.RateLimitResponse_OK {
+					admitted++
+				}
+			}
+			if admitted != 3 {
+				t.Errorf("two instances admitted %d, want one burst of 3", admitted)
+			}
+		})
 	}
 }

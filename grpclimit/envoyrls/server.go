@@ -230,7 +230,6 @@ type check struct {
 	shadow  bool
 	quota   bool
 	d       engine.Decision
-	decided bool
 	over    bool
 }
 
@@ -372,7 +371,7 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 		case kindBucket:
 			active = append(active, i)
 		case kindZero:
-			c.over, c.decided = true, true
+			c.over = true
 			c.d.RetryAfter = engine.InfDuration
 			switch {
 			case c.shadow:
@@ -388,7 +387,7 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 	for len(active) > 0 {
 		if denied || quotas > 0 && quotasOver == quotas {
 			// Nothing more is taken; the rest report their state.
-			return true, s.take(ctx, checks, active, true)
+			return true, s.peek(ctx, checks, active)
 		}
 		takes, out = takes[:0], out[:0]
 		for _, i := range active {
@@ -401,12 +400,12 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 		}
 		if k < 0 {
 			for j, i := range active {
-				checks[i].d, checks[i].decided = out[j], true
+				checks[i].d = out[j]
 			}
 			return false, nil
 		}
 		c := &checks[active[k]]
-		c.d, c.decided, c.over = out[k], true, true
+		c.d, c.over = out[k], true
 		switch {
 		case c.shadow:
 		case c.quota:
@@ -414,7 +413,7 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 		default:
 			for j, i := range active {
 				if j != k {
-					checks[i].d, checks[i].decided = out[j], true
+					checks[i].d = out[j]
 					checks[i].over = out[j].Remaining < checks[i].cost
 				}
 			}
@@ -425,9 +424,9 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 	return denied || quotas > 0 && quotasOver == quotas, nil
 }
 
-// take peeks (or takes) the active checks' buckets and records the
-// decisions.
-func (s *Server) take(ctx context.Context, checks []check, active []int, peek bool) error {
+// peek reads the active checks' buckets, taking nothing, and records
+// whether each could cover its cost.
+func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 	takes := make([]engine.Take, len(active))
 	out := make([]engine.Decision, len(active))
 	for j, i := range active {
@@ -438,8 +437,7 @@ func (s *Server) take(ctx context.Context, checks []check, active []int, peek bo
 	}
 	for j, i := range active {
 		c := &checks[i]
-		c.d, c.decided = out[j], true
-		c.over = out[j].Remaining < c.cost
+		c.d, c.over = out[j], out[j].Remaining < c.cost
 	}
 	return nil
 }
