@@ -323,7 +323,7 @@ func (d *Domain) loadLimit(ce *ConfigError, p, full string, fd *fileDescriptor) 
 	if valid && !rl.Unlimited {
 		l.Unit = pb.RateLimitResponse_RateLimit_Unit(u)
 		if l.RequestsPerUnit > 0 {
-			if err := checkLimit(l.RequestsPerUnit, l.Unit); err != nil {
+			if err := checkLimit(l.RequestsPerUnit, l.Unit, 1); err != nil {
 				ce.Problems = append(ce.Problems, fmt.Sprintf("%s: %v", p, err))
 			}
 		}

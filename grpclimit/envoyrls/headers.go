@@ -23,7 +23,7 @@ func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 		if c.shadow {
 			mode = httplimit.ModeShadow
 		}
-		p := httplimit.NewPolicy(c.name(), mode, c.key, float64(rate(c.perUnit, c.unit)), float64(c.perUnit), c.cost, c.d)
+		p := httplimit.NewPolicy(c.name(), mode, c.key, float64(rate(c.perUnit, c.unit, c.mult)), float64(c.perUnit), c.cost, c.d)
 		p.Denied = c.over
 		if c.over && !c.shadow && res.DeniedBy == "" {
 			res.DeniedBy = p.Name
@@ -55,7 +55,7 @@ func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 func (c *check) name() string {
 	switch {
 	case c.limit == nil:
-		return overrideSpec(c.perUnit, c.unit).Name
+		return overrideSpec(c.perUnit, c.unit, c.mult).Name
 	case c.limit.Name != "":
 		return c.limit.Name
 	default:

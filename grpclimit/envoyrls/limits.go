@@ -23,10 +23,11 @@ var unitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
 	pb.RateLimitResponse_RateLimit_YEAR:   365 * 86400,
 }
 
-// rate is the refill rate of a bucket of perUnit tokens a unit: the
-// rolling equivalent of a fixed window of perUnit requests.
-func rate(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) engine.Limit {
-	return engine.Limit(float64(perUnit) / float64(unitSeconds[unit]))
+// rate is the refill rate of a bucket of perUnit tokens every mult units
+// (mult 0 is 1): the rolling equivalent of a fixed window of perUnit
+// requests.
+func rate(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) engine.Limit {
+	return engine.Limit(float64(perUnit) / (float64(unitSeconds[unit]) * float64(max(1, mult))))
 }
 
 // unitLength is a unit as a duration.
@@ -40,7 +41,7 @@ func (l *Limit) spec() (s engine.Spec, ok bool) {
 	if l.Unlimited || l.RequestsPerUnit == 0 {
 		return s, false
 	}
-	return engine.Spec{ID: l.id, Name: l.Path, Limit: rate(l.RequestsPerUnit, l.Unit), Burst: float64(l.RequestsPerUnit)}, true
+	return engine.Spec{ID: l.id, Name: l.Path, Limit: rate(l.RequestsPerUnit, l.Unit, 1), Burst: float64(l.RequestsPerUnit)}, true
 }
 
 // limitID names a configured limit's buckets: a hash of its domain and
@@ -57,17 +58,24 @@ func limitID(domain string, composites []string) string {
 	return "rls-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// overrideSpec is the Spec of a limit a request carries: apart from every
-// configured limit's buckets, and shared by every request with the same
-// override.
-func overrideSpec(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) engine.Spec {
+// overrideSpec is the Spec of a limit a request carries, perUnit every
+// mult units: apart from every configured limit's buckets, and shared by
+// every request with the same override.
+func overrideSpec(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) engine.Spec {
 	id := fmt.Sprintf("rls-override-%d-per-%s", perUnit, unit)
-	return engine.Spec{ID: id, Name: id, Limit: rate(perUnit, unit), Burst: float64(perUnit)}
+	if mult > 1 {
+		id = fmt.Sprintf("rls-override-%d-per-%d-%s", perUnit, mult, unit)
+	}
+	return engine.Spec{ID: id, Name: id, Limit: rate(perUnit, unit, mult), Burst: float64(perUnit)}
 }
 
-// checkLimit checks that a bucket can hold a limit of perUnit a unit.
-func checkLimit(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit) error {
-	if err := engine.CheckLimit(rate(perUnit, unit), float64(perUnit)); err != nil {
+// checkLimit checks that a bucket can hold a limit of perUnit every mult
+// units.
+func checkLimit(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) error {
+	if err := engine.CheckLimit(rate(perUnit, unit, mult), float64(perUnit)); err != nil {
+		if mult > 1 {
+			return fmt.Errorf("requests_per_unit %d per %d %s: %w", perUnit, mult, unit, err)
+		}
 		return fmt.Errorf("requests_per_unit %d per %s: %w", perUnit, unit, err)
 	}
 	return nil

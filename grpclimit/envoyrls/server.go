@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Options configures a Server; the zero value picks every default.
@@ -99,6 +100,7 @@ type state struct {
 type overrideKey struct {
 	perUnit uint32
 	unit    pb.RateLimitResponse_RateLimit_Unit
+	mult    uint32
 }
 
 // New returns a Server answering from cfg.
@@ -193,7 +195,7 @@ func (s *Server) override(k overrideKey) (engine.Limiter, error) {
 	if len(cur) >= s.opts.MaxOverrides {
 		return nil, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
 	}
-	l, err := s.store.Bind(overrideSpec(k.perUnit, k.unit))
+	l, err := s.store.Bind(overrideSpec(k.perUnit, k.unit, k.mult))
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
 	}
@@ -222,6 +224,7 @@ type check struct {
 	limit   *Limit // nil for an override
 	perUnit uint32
 	unit    pb.RateLimitResponse_RateLimit_Unit
+	mult    uint32 // of a request-carried limit's unit; 0 or 1 is one unit
 	lim     engine.Limiter
 	key     string
 	shared  []string
@@ -290,14 +293,17 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit.unit: %v is not one of SECOND, MINUTE, HOUR, DAY, WEEK, MONTH, YEAR", i, ov.GetUnit())
 			}
 			c.perUnit, c.unit = ov.GetRequestsPerUnit(), unit
+			if m := ov.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+				c.mult = m.GetValue()
+			}
 			if c.perUnit == 0 {
 				c.kind = kindZero
 				continue
 			}
-			if err := checkLimit(c.perUnit, unit); err != nil {
+			if err := checkLimit(c.perUnit, unit, c.mult); err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
 			}
-			lim, err := s.override(overrideKey{c.perUnit, unit})
+			lim, err := s.override(overrideKey{c.perUnit, unit, c.mult})
 			if err != nil {
 				return nil, err
 			}
@@ -474,6 +480,9 @@ func (c *check) status() *pb.RateLimitResponse_DescriptorStatus {
 	}
 	if c.limit != nil {
 		st.CurrentLimit.Name = c.limit.Name
+	}
+	if c.mult > 1 {
+		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(c.mult)
 	}
 	switch {
 	case c.over && !c.shadow:

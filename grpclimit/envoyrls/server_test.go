@@ -252,3 +252,40 @@ func TestConcurrentExactAdmission(t *testing.T) {
 		t.Errorf("tenant bucket holds %d after this request, want 15-10-1 = 4", got)
 	}
 }
+
+// A request-carried limit's unit_multiplier stretches its unit: 2 every 2
+// minutes refill one a minute, in buckets apart from 2 a minute's.
+func TestLimitOverrideUnitMultiplier(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	withLimit := func(mult uint32) *common.RateLimitDescriptor {
+		d := desc("user", "m")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+		if mult > 0 {
+			d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+		}
+		return d
+	}
+	if got := r.admits(t, 3, "api", withLimit(2)); got != 2 {
+		t.Fatalf("2 every 2 minutes: %d admitted, want 2", got)
+	}
+	resp := r.ask(t, "api", withLimit(2))
+	if l := resp.Statuses[0].CurrentLimit; l.GetUnitMultiplier().GetValue() != 2 || l.GetRequestsPerUnit() != 2 {
+		t.Errorf("current_limit %v, want 2 per 2 minutes", l)
+	}
+	if got := r.admits(t, 2, "api", withLimit(0)); got != 2 {
+		t.Errorf("2 a minute has buckets of its own: %d admitted, want 2", got)
+	}
+	r.clock.advance(59 * time.Second)
+	if got := r.admits(t, 1, "api", withLimit(2)); got != 0 {
+		t.Errorf("59 s later: %d admitted, want 0 (one a minute)", got)
+	}
+	r.clock.advance(2 * time.Second)
+	if got := r.admits(t, 2, "api", withLimit(2)); got != 1 {
+		t.Errorf("61 s later: %d admitted, want 1", got)
+	}
+	d := withLimit(1 << 20)
+	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{d}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "per 1048576 MINUTE") {
+		t.Errorf("2 every 2^20 minutes (about two years to refill): %v, want InvalidArgument", err)
+	}
+}
