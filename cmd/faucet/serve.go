@@ -116,7 +116,7 @@ flags:
 func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.rules, "rules", "", "rules `FILE` (JSON); default: per-ip, 5 rps, burst 10")
 	fs.StringVar(&cfg.upstream, "upstream", "", "proxy allowed requests to this `URL`; without it, serve the check API")
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "listen `ADDR`ess")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "listen `ADDR`ess (empty, with --rls: no HTTP listener)")
 	fs.StringVar(&cfg.headers, "headers", "draft", "rate-limit header fields: a comma list of draft, legacy, x")
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma list of `CIDR`s whose forwarding header is believed")
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
@@ -241,6 +241,9 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 		problems = append(problems, "--metrics-path: /healthz is the health check's")
 	case cfg.adminListen == "" && cfg.metricsPath != defaultMetricsPath:
 		problems = append(problems, "--metrics-path: only means something with --admin-listen")
+	}
+	if cfg.listen == "" && cfg.rls.listen == "" {
+		problems = append(problems, "--listen: may be empty only with --rls (a rate-limit service alone)")
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", cfg.logFormat))
@@ -466,9 +469,13 @@ func (s *server) run() int {
 		s.closeStore()
 		return 1
 	}
-	attrs := []any{"url", "http://" + lns[0].ln.Addr().String()}
-	if len(lns) > 1 {
-		attrs = append(attrs, "admin_url", "http://"+lns[1].ln.Addr().String())
+	var attrs []any
+	for _, l := range lns {
+		name := "url"
+		if l.name == "admin" {
+			name = "admin_url"
+		}
+		attrs = append(attrs, name, "http://"+l.ln.Addr().String())
 	}
 	if s.rls != nil {
 		attrs = append(attrs, "rls_addr", s.rls.ln.Addr().String(), "rls_config", s.cfg.rls.config)

@@ -231,3 +231,25 @@ func TestServeRLSSharedThroughRedis(t *testing.T) {
 		})
 	}
 }
+
+// With --listen "" the rate-limit service runs alone; without --rls an
+// empty --listen is refused.
+func TestServeRLSAlone(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rlsEdge), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "--listen", "", "--rls", "127.0.0.1:0", "--rls-config", dir)
+	if p.addr != "" {
+		t.Errorf("an HTTP listener at %q with --listen \"\"", p.addr)
+	}
+	client, _ := rlsClient(t, submatch(rlsAddr, p.log()))
+	resp, err := client.ShouldRateLimit(context.Background(), edgeRequest("203.0.113.1"))
+	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	out, _ := exec.Command(faucetBinary(t), "serve", "--listen", "").CombinedOutput()
+	if !strings.Contains(string(out), "--listen: may be empty only with --rls") {
+		t.Errorf("--listen \"\" alone: %s", out)
+	}
+}
