@@ -1,0 +1,121 @@
+package envoyrls
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	yaml "go.yaml.in/yaml/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// The envoy.yaml fragment of the README is valid Envoy configuration: each
+// part decodes into Envoy's own messages, field names and @types checked,
+// and passes their validation rules; the filter points at the domain of the
+// README's configuration.
+func TestReadmeEnvoyFragment(t *testing.T) {
+	var doc map[string][]any
+	if err := yaml.Unmarshal([]byte(readmeBlock(t, "http_filters:")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(part string, v any, m proto.Message) {
+		t.Helper()
+		js, err := json.Marshal(jsonable(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := protojson.Unmarshal(js, m); err != nil {
+			t.Fatalf("%s: %v\n%s", part, err, js)
+		}
+		if v, ok := m.(interface{ ValidateAll() error }); ok {
+			if err := v.ValidateAll(); err != nil {
+				t.Errorf("%s: %v", part, err)
+			}
+		}
+	}
+	for _, k := range []string{"http_filters", "rate_limits", "clusters"} {
+		if len(doc[k]) == 0 {
+			t.Fatalf("the fragment has no %s", k)
+		}
+	}
+	var filter ratelimitfilter.RateLimit
+	for i, f := range doc["http_filters"] {
+		var hf hcm.HttpFilter
+		decode(fmt.Sprintf("http_filters[%d]", i), f, &hf)
+		if hf.GetTypedConfig().MessageIs(&filter) {
+			if err := hf.GetTypedConfig().UnmarshalTo(&filter); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if filter.GetDomain() != "edge" || filter.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName() != "faucet_rls" {
+		t.Errorf("the rate-limit filter: %v", &filter)
+	}
+	for i, r := range doc["rate_limits"] {
+		decode(fmt.Sprintf("rate_limits[%d]", i), r, &routev3.RateLimit{})
+	}
+	for i, c := range doc["clusters"] {
+		var cl clusterv3.Cluster
+		decode(fmt.Sprintf("clusters[%d]", i), c, &cl)
+		if cl.GetName() != "faucet_rls" {
+			t.Errorf("cluster %q, want faucet_rls", cl.GetName())
+		}
+	}
+}
+
+// readmeBlock returns the README's YAML block that starts with first.
+func readmeBlock(t *testing.T, first string) string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```yaml\n"+first)
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("README.md has no YAML block starting with %q", first)
+	}
+	return first + block
+}
+
+// jsonable turns what yaml.v2 decodes into what encoding/json encodes.
+func jsonable(v any) any {
+	switch v := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i := range v {
+			v[i] = jsonable(v[i])
+		}
+		return v
+	}
+	return v
+}
+
+// The README's example configuration loads, and denies the address it
+// says never passes.
+func TestReadmeRLSConfig(t *testing.T) {
+	r := startRLS(t, Options{}, readmeBlock(t, "# DIR/edge.yaml\n"))
+	if resp := r.ask(t, "edge", desc("remote_address", "203.0.113.9")); resp.OverallCode != over {
+		t.Errorf("203.0.113.9: %v", resp)
+	}
+	if got := r.admits(t, 11, "edge", desc("remote_address", "192.0.2.1")); got != 10 {
+		t.Errorf("10 a second per address: %d admitted", got)
+	}
+	if got := r.admits(t, 101, "edge", desc("path", "/api/users")); got != 100 {
+		t.Errorf("100 a minute per path under /api/: %d admitted", got)
+	}
+}
