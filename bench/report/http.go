@@ -19,12 +19,7 @@ func httpSection(dir string) (string, error) {
 	if file == "" || err != nil {
 		return "", err
 	}
-	var loads []string
-	for _, s := range r.find("bench", "HTTP") {
-		if l := s.config["load"]; !contains(loads, l) {
-			loads = append(loads, l)
-		}
-	}
+	loads := r.distinct("load", "bench", "HTTP")
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## HTTP: faucet serve on loopback\n\n")
 	fmt.Fprintf(&b, "`bench/http.sh` runs an upstream, a plain reverse proxy (the same transport and\n")
@@ -106,13 +101,4 @@ func pValue(r *results, unit, load string) float64 {
 		return 1
 	}
 	return math.Erfc(math.Abs(u-mu) / sigma / math.Sqrt2)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }

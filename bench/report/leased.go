@@ -28,15 +28,7 @@ func leasedSection(dir string) (string, error) {
 	if len(all) == 0 {
 		return "", nil
 	}
-	var keys, callers []string
-	for _, s := range all {
-		if k := s.config["keys"]; !contains(keys, k) {
-			keys = append(keys, k)
-		}
-		if c := s.config["callers"]; !contains(callers, c) {
-			callers = append(callers, c)
-		}
-	}
+	keys, callers := r.distinct("keys", "bench", "Leased"), r.distinct("callers", "bench", "Leased")
 	impls := r.impls("bench", "Leased")
 	get := func(unit, k, impl, c string) float64 {
 		v, _ := r.medianOf(unit, "bench", "Leased", "keys", k, "impl", impl, "callers", c)

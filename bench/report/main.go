@@ -143,11 +143,15 @@ func (r *results) medianOf(unit string, kv ...string) (float64, bool) {
 
 // peers lists the implementations other than faucet that ran a scenario, in
 // file order.
-func (r *results) impls(kv ...string) []string {
+func (r *results) impls(kv ...string) []string { return r.distinct("impl", kv...) }
+
+// distinct returns the values of config key among the results that match
+// kv, in the order they first appear.
+func (r *results) distinct(key string, kv ...string) []string {
 	var out []string
 	for _, s := range r.find(kv...) {
-		if !slices.Contains(out, s.config["impl"]) {
-			out = append(out, s.config["impl"])
+		if !slices.Contains(out, s.config[key]) {
+			out = append(out, s.config[key])
 		}
 	}
 	return out

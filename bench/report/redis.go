@@ -25,12 +25,7 @@ func redisSection(dir string) (string, error) {
 		return "", err
 	}
 	impls := r.impls("bench", "Redis")
-	var callers []string
-	for _, s := range r.find("bench", "Redis") {
-		if c := s.config["callers"]; !contains(callers, c) {
-			callers = append(callers, c)
-		}
-	}
+	callers := r.distinct("callers", "bench", "Redis")
 	get := func(unit, impl, c string) float64 {
 		v, _ := r.medianOf(unit, "bench", "Redis", "impl", impl, "callers", c)
 		return v

@@ -17,12 +17,7 @@ func rlsSection(dir string) (string, error) {
 	if len(all) == 0 {
 		return "", nil
 	}
-	var streams []string
-	for _, s := range all {
-		if c := s.config["streams"]; !contains(streams, c) {
-			streams = append(streams, c)
-		}
-	}
+	streams := r.distinct("streams", "bench", "RLS")
 	impls := r.impls("bench", "RLS")
 	get := func(unit, impl, c string) float64 {
 		v, _ := r.medianOf(unit, "bench", "RLS", "impl", impl, "streams", c)

@@ -59,20 +59,27 @@ type rlsConfig struct {
 	warnings []string
 }
 
-// loadRLSConfig reads every *.yaml file of dir, in name order, reporting
-// every problem of every file.
-func loadRLSConfig(dir string) (*rlsConfig, error) {
+// rlsFiles is what a configuration directory holds: its *.yaml files in
+// name order, and a digest of their names and contents.
+type rlsFiles struct {
+	names []string
+	data  [][]byte
+	sum   [32]byte
+}
+
+// readRLSDir reads every *.yaml file of dir, reporting every file it could
+// not read.
+func readRLSDir(dir string) (*rlsFiles, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
 	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, err
-	}
 	slices.Sort(names)
 	h := sha256.New()
-	out := &rlsConfig{files: len(names)}
-	var domains []*envoyrls.Domain
+	f := &rlsFiles{names: names}
 	var errs []error
 	for _, name := range names {
 		data, err := readBounded(name, envoyrls.MaxConfigBytes)
@@ -82,7 +89,22 @@ func loadRLSConfig(dir string) (*rlsConfig, error) {
 		}
 		fmt.Fprintf(h, "%d:%s%d:", len(name), name, len(data))
 		h.Write(data)
-		d, err := envoyrls.ParseDomain(name, data)
+		f.data = append(f.data, data)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	copy(f.sum[:], h.Sum(nil))
+	return f, nil
+}
+
+// parse parses the files, reporting every problem of every file.
+func (f *rlsFiles) parse() (*rlsConfig, error) {
+	out := &rlsConfig{files: len(f.names), sum: f.sum}
+	var domains []*envoyrls.Domain
+	var errs []error
+	for i, name := range f.names {
+		d, err := envoyrls.ParseDomain(name, f.data[i])
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -95,11 +117,20 @@ func loadRLSConfig(dir string) (*rlsConfig, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	var err error
 	if out.cfg, err = envoyrls.NewConfig(domains...); err != nil {
 		return nil, err
 	}
-	copy(out.sum[:], h.Sum(nil))
 	return out, nil
+}
+
+// loadRLSConfig reads and parses the configuration directory dir.
+func loadRLSConfig(dir string) (*rlsConfig, error) {
+	f, err := readRLSDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return f.parse()
 }
 
 // readBounded reads a file of at most limit bytes; a larger one is an
@@ -128,7 +159,11 @@ type rlsService struct {
 	health *health.Server
 	ln     net.Listener
 	log    *slog.Logger
-	sum    [32]byte // of the configuration in force; used by reload only
+	// sum is the digest of the files last read, readErr the last error
+	// reading them: a change is parsed, and an error reported, once. Used
+	// by reload only.
+	sum     [32]byte
+	readErr string
 }
 
 // newRLSService builds the rate-limit service on store from a
@@ -173,24 +208,33 @@ func (r *rlsService) serve(served chan<- error) {
 
 // reload re-reads the configuration directory: on SIGHUP always, on a tick
 // only if a file changed. A bad configuration is reported with every
-// problem, and the one in force stays.
-func (r *rlsService) reload(forced bool) bool {
-	rc, err := loadRLSConfig(r.flags.config)
+// problem, once, and the one in force stays.
+func (r *rlsService) reload(forced bool) {
+	f, err := readRLSDir(r.flags.config)
+	if err != nil {
+		// A file being replaced may be missing for a moment, and a missing
+		// one stays missing: report each new error once, not every tick.
+		if forced || err.Error() != r.readErr {
+			r.readErr = err.Error()
+			r.log.Error("reload of --rls-config failed, keeping the configuration in force", "dir", r.flags.config, "err", err)
+		}
+		return
+	}
+	r.readErr = ""
+	if !forced && f.sum == r.sum {
+		return
+	}
+	r.sum = f.sum
+	rc, err := f.parse()
+	if err == nil {
+		err = r.srv.Load(rc.cfg)
+	}
 	if err != nil {
 		r.log.Error("reload of --rls-config failed, keeping the configuration in force", "dir", r.flags.config, "err", err)
-		return false
+		return
 	}
-	if !forced && rc.sum == r.sum {
-		return true
-	}
-	if err := r.srv.Load(rc.cfg); err != nil {
-		r.log.Error("reload of --rls-config failed, keeping the configuration in force", "dir", r.flags.config, "err", err)
-		return false
-	}
-	r.sum = rc.sum
 	r.logLoaded(rc)
 	r.log.Info("reloaded rate-limit configuration", "dir", r.flags.config, "files", rc.files)
-	return true
 }
 
 // stop drains the service within ctx, then cuts what is left.

@@ -62,9 +62,9 @@ type Limit struct {
 // it indexes children by their composite key: "key" without a value,
 // "key_value" with one.
 type node struct {
-	// key and composite are the descriptor's key and composite key.
-	key, composite string
-	children       map[string]*node
+	// composite is the descriptor's composite key.
+	composite string
+	children  map[string]*node
 	// wild lists the children whose composite key holds a '*', in file
 	// order: a request entry that matches no child exactly is matched
 	// against them, first match wins.
@@ -74,8 +74,6 @@ type node struct {
 	// shared is the value pattern all matches of a share_threshold
 	// wildcard count under, "" if the node does not share.
 	shared string
-	// metadata is the descriptor's metadata block, kept as parsed.
-	metadata map[string]any
 }
 
 type wildChild struct {
@@ -284,7 +282,7 @@ func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []strin
 			ce.Problems = append(ce.Problems, fmt.Sprintf("%s: duplicate descriptor %q (key %q, value %q) at this level", p, full+composite, fd.Key, fd.Value))
 			continue
 		}
-		c := &node{key: fd.Key, composite: composite, children: map[string]*node{}, valueToMetric: fd.ValueToMetric, metadata: fd.Metadata}
+		c := &node{composite: composite, children: map[string]*node{}, valueToMetric: fd.ValueToMetric}
 		here := append(comps[:len(comps):len(comps)], composite)
 		if fd.RateLimit != nil {
 			c.limit = d.loadLimit(ce, p+".rate_limit", full+composite, &fd)

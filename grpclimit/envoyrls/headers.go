@@ -55,7 +55,7 @@ func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 func (c *check) name() string {
 	switch {
 	case c.limit == nil:
-		return overrideSpec(c.perUnit, c.unit, c.mult).Name
+		return c.ovName
 	case c.limit.Name != "":
 		return c.limit.Name
 	default:

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/faucetgo/faucet/engine"
@@ -28,11 +27,6 @@ var unitSeconds = map[pb.RateLimitResponse_RateLimit_Unit]int64{
 // requests.
 func rate(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) engine.Limit {
 	return engine.Limit(float64(perUnit) / (float64(unitSeconds[unit]) * float64(max(1, mult))))
-}
-
-// unitLength is a unit as a duration.
-func unitLength(unit pb.RateLimitResponse_RateLimit_Unit) time.Duration {
-	return time.Duration(unitSeconds[unit]) * time.Second
 }
 
 // spec is the store Spec of a configured limit, or ok false for a limit
@@ -62,11 +56,17 @@ func limitID(domain string, composites []string) string {
 // mult units: apart from every configured limit's buckets, and shared by
 // every request with the same override.
 func overrideSpec(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) engine.Spec {
-	id := fmt.Sprintf("rls-override-%d-per-%s", perUnit, unit)
-	if mult > 1 {
-		id = fmt.Sprintf("rls-override-%d-per-%d-%s", perUnit, mult, unit)
-	}
+	id := overrideName(perUnit, unit, mult)
 	return engine.Spec{ID: id, Name: id, Limit: rate(perUnit, unit, mult), Burst: float64(perUnit)}
+}
+
+// overrideName names a request-carried limit's bucket set, and the limit
+// in headers and metrics.
+func overrideName(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32) string {
+	if mult > 1 {
+		return fmt.Sprintf("rls-override-%d-per-%d-%s", perUnit, mult, unit)
+	}
+	return fmt.Sprintf("rls-override-%d-per-%s", perUnit, unit)
 }
 
 // checkLimit checks that a bucket can hold a limit of perUnit every mult

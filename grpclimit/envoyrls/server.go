@@ -86,9 +86,9 @@ type Server struct {
 	// mu serialises Load, override binds and Close.
 	mu    sync.Mutex
 	state atomic.Pointer[state]
-	// overrides holds the Limiters of request-carried limits, bound once;
-	// copy on write under mu, read without locks.
-	overrides atomic.Pointer[map[overrideKey]engine.Limiter]
+	// overrides holds the bound request-carried limits; copy on write
+	// under mu, read without locks.
+	overrides atomic.Pointer[map[overrideKey]override]
 }
 
 // state is a loaded configuration with its limits bound.
@@ -103,6 +103,12 @@ type overrideKey struct {
 	mult    uint32
 }
 
+// override is a bound request-carried limit and its name.
+type override struct {
+	lim  engine.Limiter
+	name string
+}
+
 // New returns a Server answering from cfg.
 func New(cfg *Config, opts Options) (*Server, error) {
 	opts, err := opts.resolve()
@@ -114,7 +120,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.owned = engine.NewEnginePool(engine.Config{})
 		s.store = s.owned
 	}
-	s.overrides.Store(&map[overrideKey]engine.Limiter{})
+	s.overrides.Store(&map[overrideKey]override{})
 	if err := s.Load(cfg); err != nil {
 		return nil, err
 	}
@@ -171,8 +177,8 @@ func (s *Server) Close() error {
 	if st := s.state.Swap(&state{cfg: &Config{}, lims: map[*Limit]engine.Limiter{}}); st != nil {
 		st.release(s.store)
 	}
-	for _, l := range *s.overrides.Swap(&map[overrideKey]engine.Limiter{}) {
-		s.store.Release(l)
+	for _, o := range *s.overrides.Swap(&map[overrideKey]override{}) {
+		s.store.Release(o.lim)
 	}
 	if s.owned != nil {
 		return s.owned.Close()
@@ -180,32 +186,37 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// override returns the Limiter of a request-carried limit, binding it on
-// first use.
-func (s *Server) override(k overrideKey) (engine.Limiter, error) {
-	if l, ok := (*s.overrides.Load())[k]; ok {
-		return l, nil
+// override returns the request-carried limit of descriptor i, checking
+// and binding it on first use.
+func (s *Server) override(i int, k overrideKey) (override, error) {
+	if o, ok := (*s.overrides.Load())[k]; ok {
+		return o, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := *s.overrides.Load()
-	if l, ok := cur[k]; ok {
-		return l, nil
+	if o, ok := cur[k]; ok {
+		return o, nil
 	}
 	if len(cur) >= s.opts.MaxOverrides {
-		return nil, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
+		return override{}, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
 	}
-	l, err := s.store.Bind(overrideSpec(k.perUnit, k.unit, k.mult))
+	if err := checkLimit(k.perUnit, k.unit, k.mult); err != nil {
+		return override{}, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
+	}
+	sp := overrideSpec(k.perUnit, k.unit, k.mult)
+	l, err := s.store.Bind(sp)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
+		return override{}, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
 	}
-	next := make(map[overrideKey]engine.Limiter, len(cur)+1)
+	next := make(map[overrideKey]override, len(cur)+1)
 	for kk, v := range cur {
 		next[kk] = v
 	}
-	next[k] = l
+	o := override{lim: l, name: sp.Name}
+	next[k] = o
 	s.overrides.Store(&next)
-	return l, nil
+	return o, nil
 }
 
 // kind is what a request descriptor matched.
@@ -222,6 +233,7 @@ const (
 type check struct {
 	kind    kind
 	limit   *Limit // nil for an override
+	ovName  string // an override's name
 	perUnit uint32
 	unit    pb.RateLimitResponse_RateLimit_Unit
 	mult    uint32 // of a request-carried limit's unit; 0 or 1 is one unit
@@ -297,17 +309,14 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 				c.mult = m.GetValue()
 			}
 			if c.perUnit == 0 {
-				c.kind = kindZero
+				c.kind, c.ovName = kindZero, overrideName(c.perUnit, unit, c.mult)
 				continue
 			}
-			if err := checkLimit(c.perUnit, unit, c.mult); err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
-			}
-			lim, err := s.override(overrideKey{c.perUnit, unit, c.mult})
+			o, err := s.override(i, overrideKey{c.perUnit, unit, c.mult})
 			if err != nil {
 				return nil, err
 			}
-			c.kind, c.lim, c.key = kindBucket, lim, bucketKey(domain, dsc.GetEntries(), nil)
+			c.kind, c.lim, c.ovName, c.key = kindBucket, o.lim, o.name, bucketKey(domain, dsc.GetEntries(), nil)
 			continue
 		}
 		if dom == nil {

@@ -91,7 +91,7 @@ func (s *Server) count(domain string, entries []*common.RateLimitDescriptor_Entr
 	switch {
 	case c.limit == nil:
 		key = valuesKey(domain, entries, nil)
-		fallback = domain + "." + overrideSpec(c.perUnit, c.unit, c.mult).Name
+		fallback = domain + "." + c.ovName
 	case c.limit.Detailed:
 		key, fallback = valuesKey(domain, entries, c.shared), c.limit.Path
 	case c.limit.valuesInMetric:

@@ -426,32 +426,9 @@ func sumLines(file string) ([]string, error) {
 // go.sum: a tidy against a file proxy then records the hashes of what that
 // proxy serves, whatever version it is.
 func stripSums(repo string) error {
-	mods, err := loadModules(repo)
-	if err != nil {
-		return err
-	}
-	root := mods[0].Path
-	for _, m := range mods {
-		file := filepath.Join(repo, filepath.FromSlash(m.Dir), "go.sum")
-		lines, err := sumLines(file)
-		if err != nil {
-			return err
-		}
-		if lines == nil {
-			continue
-		}
-		var out strings.Builder
-		for _, l := range lines {
-			if f := strings.Fields(l); len(f) == 3 && isFaucet(root, f[0]) {
-				continue
-			}
-			out.WriteString(l)
-		}
-		if err := writeIfChanged(file, []byte(out.String())); err != nil {
-			return err
-		}
-	}
-	return nil
+	return rewriteFaucetSums(repo, func(_, _ string) (func(string) string, error) {
+		return func(string) string { return "" }, nil
+	})
 }
 
 // restoreSums puts back, in each listed module's go.sum in repo, the lines
@@ -459,6 +436,27 @@ func stripSums(repo string) error {
 // faucet module version orig's go.sum does not record is dropped. Every
 // other line, and the order, stay as they are in repo.
 func restoreSums(repo, orig string) error {
+	return rewriteFaucetSums(repo, func(root, dir string) (func(string) string, error) {
+		origLines, err := sumLines(filepath.Join(orig, filepath.FromSlash(dir), "go.sum"))
+		if err != nil {
+			return nil, err
+		}
+		had := map[string]string{}
+		for _, l := range origLines {
+			if f := strings.Fields(l); len(f) == 3 && isFaucet(root, f[0]) {
+				had[f[0]+" "+f[1]] = l
+			}
+		}
+		return func(moduleVersion string) string { return had[moduleVersion] }, nil
+	})
+}
+
+// rewriteFaucetSums rewrites the go.sum of every listed module in repo
+// that has one: each line of one of faucet's modules becomes what the
+// function forDir(the root module's path, the module's directory) returns
+// for its "module version" ("" drops it); every other line, and the order,
+// stay.
+func rewriteFaucetSums(repo string, forDir func(root, dir string) (func(moduleVersion string) string, error)) error {
 	mods, err := loadModules(repo)
 	if err != nil {
 		return err
@@ -473,20 +471,14 @@ func restoreSums(repo, orig string) error {
 		if lines == nil {
 			continue
 		}
-		origLines, err := sumLines(filepath.Join(orig, filepath.FromSlash(m.Dir), "go.sum"))
+		replace, err := forDir(root, m.Dir)
 		if err != nil {
 			return err
-		}
-		had := map[string]string{}
-		for _, l := range origLines {
-			if f := strings.Fields(l); len(f) == 3 && isFaucet(root, f[0]) {
-				had[f[0]+" "+f[1]] = l
-			}
 		}
 		var out strings.Builder
 		for _, l := range lines {
 			if f := strings.Fields(l); len(f) == 3 && isFaucet(root, f[0]) {
-				l = had[f[0]+" "+f[1]]
+				l = replace(f[0] + " " + f[1])
 			}
 			out.WriteString(l)
 		}
