@@ -223,3 +223,19 @@ func TestRefusalsAndFailures(t *testing.T) {
 		m.Close()
 	}
 }
+
+// A client cannot dodge a per-peer limit by forging forwarding metadata:
+// without trusted proxies the peer address is the key.
+func TestForgedForwardingIgnored(t *testing.T) {
+	client := serve(t, perPeer, grpclimit.Options{})
+	admitted := 0
+	for i := range 10 {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-forwarded-for", fmt.Sprintf("203.0.113.%d", i), "forwarded", fmt.Sprintf("for=198.51.100.%d", i))
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Errorf("%d of 10 calls with forged forwarding admitted, want the peer's burst of 2", admitted)
+	}
+}

@@ -336,7 +336,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	}
 	s.metrics.watch(s.lim)
 	if cfg.rlsLoaded != nil {
-		if s.rls, err = newRLSService(&cfg.rls, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
+		if s.rls, err = newRLSService(&cfg.rls, &cfg.http, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
 			s.lim.Close()
 			s.closeStore()
 			return nil, err

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -168,13 +169,19 @@ type rlsService struct {
 
 // newRLSService builds the rate-limit service on store from a
 // configuration already read.
-func newRLSService(f *rlsFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
+// The listener's connection bounds come from the HTTP flags of the same
+// meaning (h): a connection must complete its HTTP/2 handshake within
+// --read-header-timeout, and one without a call for --idle-timeout is
+// closed, so silent connections cannot pile up.
+func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
 	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowMode: f.shadow, Seed: seed})
 	if err != nil {
 		return nil, err
 	}
 	r := &rlsService{flags: f, srv: srv, log: logger.With("component", "rls"), sum: rc.sum, health: health.NewServer()}
-	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage))
+	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage),
+		grpc.ConnectionTimeout(h.readHeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: h.idleTimeout}))
 	srv.Register(r.grpc)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)

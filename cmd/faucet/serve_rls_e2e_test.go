@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,5 +253,55 @@ func TestServeRLSAlone(t *testing.T) {
 	out, _ := exec.Command(faucetBinary(t), "serve", "--listen", "").CombinedOutput()
 	if !strings.Contains(string(out), "--listen: may be empty only with --rls") {
 		t.Errorf("--listen \"\" alone: %s", out)
+	}
+}
+
+// A client that connects and says nothing is cut off after
+// --read-header-timeout, instead of holding a descriptor for as long as it
+// likes (gRPC's own default is two minutes).
+func TestServeRLSClosesSilentConnections(t *testing.T) {
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--read-header-timeout", "500ms")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("the silent connection was not closed within 10 s: %v", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("closed after %v, want about 500ms", waited)
+	}
+}
+
+// A Redis that stalls (CLIENT PAUSE) makes the rate-limit service answer
+// Unavailable within --redis-timeout, so that Envoy's failure_mode_deny
+// decides, instead of holding every call for as long as Redis stalls.
+func TestServeRLSStalledRedis(t *testing.T) {
+	redis := startRedisServer(t)
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli not found: apt-get install -y redis-tools")
+	}
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--redis", redis, "--redis-timeout", "200ms")
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.ShouldRateLimit(ctx, edgeRequest("192.0.2.50")); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(redis)
+	if out, err := exec.Command(cli, "-h", host, "-p", port, "CLIENT", "PAUSE", "5000", "ALL").CombinedOutput(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v %s", err, out)
+	}
+	start := time.Now()
+	_, err = client.ShouldRateLimit(ctx, edgeRequest("192.0.2.51"))
+	if status.Code(err) != grpccodes.Unavailable {
+		t.Errorf("with Redis stalled: %v, want Unavailable", err)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Errorf("answered after %v with --redis-timeout 200ms", waited)
 	}
 }

@@ -24,6 +24,11 @@ type Options struct {
 	// Store keeps the buckets; nil keeps them in memory, in a store the
 	// Server owns and closes.
 	Store engine.Store
+	// MaxKeys bounds the live buckets of each limit in the Server's own
+	// memory store (engine.Config.MaxKeys; 0: 1,000,000), so that a flood
+	// of new descriptor values cannot grow the process without end; keys
+	// beyond it share one overflow bucket per limit. Ignored with Store.
+	MaxKeys int
 	// Headers adds the IETF RateLimit-Policy and RateLimit fields to every
 	// answer's response_headers_to_add, and Retry-After to a denial's.
 	Headers bool
@@ -57,7 +62,7 @@ func (o Options) resolve() (Options, error) {
 	}{
 		{"MaxDescriptors", &o.MaxDescriptors, 64}, {"MaxEntries", &o.MaxEntries, 32},
 		{"MaxEntryBytes", &o.MaxEntryBytes, 4096}, {"MaxOverrides", &o.MaxOverrides, 64},
-		{"MaxMetricKeys", &o.MaxMetricKeys, 10_000},
+		{"MaxMetricKeys", &o.MaxMetricKeys, 10_000}, {"MaxKeys", &o.MaxKeys, 1_000_000},
 	} {
 		switch {
 		case *f.v == 0:
@@ -117,7 +122,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, store: opts.Store, stats: newStats(opts.MaxMetricKeys)}
 	if s.store == nil {
-		s.owned = engine.NewEnginePool(engine.Config{})
+		s.owned = engine.NewEnginePool(engine.Config{MaxKeys: opts.MaxKeys})
 		s.store = s.owned
 	}
 	s.overrides.Store(&map[overrideKey]override{})

@@ -12,6 +12,7 @@ import (
 	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/faucetgo/faucet/engine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -287,5 +288,27 @@ func TestLimitOverrideUnitMultiplier(t *testing.T) {
 	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{d}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "per 1048576 MINUTE") {
 		t.Errorf("2 every 2^20 minutes (about two years to refill): %v, want InvalidArgument", err)
+	}
+}
+
+// A flood of new descriptor values cannot grow the in-memory store past
+// MaxKeys buckets per limit; the keys beyond it are still limited.
+func TestKeyFloodIsBounded(t *testing.T) {
+	r := startRLS(t, Options{MaxKeys: 100}, perUser)
+	ctx := context.Background()
+	for i := range 5000 {
+		req := &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", fmt.Sprint("flood-", i))}}
+		if _, err := r.srv.ShouldRateLimit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := r.srv.state.Load()
+	for l, lim := range st.lims {
+		if e, ok := lim.(*engine.Engine); ok && e.Stats().Live > 100 {
+			t.Errorf("limit %s holds %d live buckets, above MaxKeys 100", l.Path, e.Stats().Live)
+		}
+	}
+	if got := r.admits(t, 20, "api", desc("user", "late")); got > 10 {
+		t.Errorf("a key past the bound admitted %d of 20, above the limit's burst of 10", got)
 	}
 }
