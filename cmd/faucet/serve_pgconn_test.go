@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPGConfigRefusesPasswords(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://u:secret@127.0.0.1/db",
+		"postgresql://u:@127.0.0.1/db",
+		"postgres://u@127.0.0.1/db?password=secret",
+		"host=127.0.0.1 user=u password=secret",
+		"host=127.0.0.1 PASSWORD=secret",
+	} {
+		_, err := pgConfig("postgres", dsn)
+		if err == nil || !strings.Contains(err.Error(), "--postgres") || !strings.Contains(err.Error(), "PGPASSWORD") {
+			t.Errorf("%q: got %v, want a refusal naming --postgres and PGPASSWORD", dsn, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: the error repeats the password: %v", dsn, err)
+		}
+	}
+	for _, dsn := range []string{
+		"postgres://u@127.0.0.1:5432/db?sslmode=disable",
+		"host=127.0.0.1 user=u dbname=db",
+	} {
+		if _, err := pgConfig("postgres", dsn); err != nil {
+			t.Errorf("%q: %v", dsn, err)
+		}
+	}
+	if _, err := pgConfig("rules-db", "postgres://[::1"); err == nil || !strings.HasPrefix(err.Error(), "--rules-db") {
+		t.Errorf("a bad DSN: got %v, want an error naming --rules-db", err)
+	}
+}
