@@ -36,8 +36,9 @@
 //	}
 //
 // Limit keys: "ip:address" (the client address, see Client address),
-// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>". Several
-// keys make one bucket per combination. A request lacking a key (no such
+// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>", "global"
+// (one bucket for every request the rule applies to). Several keys make one
+// bucket per combination. A request lacking a key (no such
 // header) is limited under the empty value: all such requests share one
 // bucket, so leaving a header out is never a way around a limit. A header or
 // parameter sent twice counts by its first value, the one http.Header.Get and

@@ -76,6 +76,8 @@ func (q *request) value(k keySpec) (string, bool) {
 		return q.r.Method, true
 	case kindJWT:
 		return q.claim(k.name)
+	case kindGlobal:
+		return "", true
 	}
 	return "", false
 }

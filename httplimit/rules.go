@@ -19,7 +19,8 @@ type Rule struct {
 	Name string
 	// LimitKeys partition the rule's buckets: one bucket per distinct
 	// combination of their values. Required. Kinds: "ip:address",
-	// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>".
+	// "header:<name>", "query:<name>", "path", "method", "jwt:<claim>",
+	// "global" (the same value for every request: one bucket for all).
 	LimitKeys []string
 	// Rate is the refill rate in tokens per second (tokens_per_second, or
 	// its alias rps): from 1/31622400 (one token per 366 days) to 1e9.
@@ -94,6 +95,9 @@ const (
 	kindMethod
 	kindJWT
 	kindPathPrefix // match only
+	// kindGlobal comes last: kinds are hashed into Spec.ID (limitID), so
+	// renumbering one would give its rules new buckets.
+	kindGlobal // limit key only
 )
 
 // keySpec is one parsed limit key or match key.
@@ -109,6 +113,8 @@ func parseKey(s string, match bool) (keySpec, string) {
 	switch {
 	case !match && s == "ip:address":
 		return keySpec{kind: kindIP}, ""
+	case !match && s == "global":
+		return keySpec{kind: kindGlobal}, ""
 	case s == "path":
 		return keySpec{kind: kindPath}, ""
 	case s == "method":
@@ -134,7 +140,7 @@ func parseKey(s string, match bool) (keySpec, string) {
 	if match {
 		return keySpec{}, "unknown match key " + quote(s) + `; allowed: "jwt:<claim>", "header:<name>", "query:<name>", "method", "path", "path_prefix"`
 	}
-	return keySpec{}, "unknown limit key " + quote(s) + `; allowed: "ip:address", "header:<name>", "query:<name>", "path", "method", "jwt:<claim>"`
+	return keySpec{}, "unknown limit key " + quote(s) + `; allowed: "ip:address", "header:<name>", "query:<name>", "path", "method", "jwt:<claim>", "global"`
 }
 
 // isToken reports whether s is an RFC 9110 token.
@@ -164,9 +170,18 @@ func validate(rules []Rule, p *problems) {
 		p.add("", -1, "rules", "at least one rule is required")
 		return
 	}
-	names := map[string]int{}
 	for i := range rules {
 		validateRule(&rules[i], i, p)
+	}
+	validateAcross(rules, p)
+}
+
+// validateAcross runs the checks that compare rules with each other:
+// duplicate names and rules that can never apply. Rules without a name, or
+// without valid limit_keys, take no part.
+func validateAcross(rules []Rule, p *problems) {
+	names := map[string]int{}
+	for i := range rules {
 		r := &rules[i]
 		if r.Name == "" {
 			continue
