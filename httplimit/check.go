@@ -145,11 +145,11 @@ func (l *Middleware) check(r *http.Request, override float64, direct bool) Resul
 		return res
 	}
 	if len(takes) > 0 {
-		l.enforce(r, now, &res, applied, takes, out, idx)
+		l.enforce(&q, now, &res, applied, takes, out, idx)
 	}
 	for i, ru := range applied {
 		if ru.shadow && !res.Policies[i].Unknown {
-			l.observe(r, now, &res, ru, &res.Policies[i])
+			l.observe(&q, now, &res, ru, &res.Policies[i])
 		}
 	}
 	if res.Status == http.StatusTooManyRequests && res.Reason == ReasonExceeded {
@@ -181,8 +181,8 @@ func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refus
 }
 
 // enforce makes the all-or-nothing take of the enforce rules.
-func (l *Middleware) enforce(r *http.Request, now time.Time, res *Result, applied []*rule, takes []engine.Take, out []engine.Decision, idx []int) {
-	denied, err := takeAll(r.Context(), now, takes, out)
+func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*rule, takes []engine.Take, out []engine.Decision, idx []int) {
+	denied, err := takeAll(q.r.Context(), now, takes, out)
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
 	}
@@ -221,17 +221,18 @@ func (l *Middleware) enforce(r *http.Request, now time.Time, res *Result, applie
 	if out[denied].RetryAfter == engine.InfDuration {
 		res.Reason = ReasonCostExceedsBurst
 	}
+	l.denied(q, now, applied[k], &res.Policies[k], res.Reason)
 }
 
 // observe takes a shadow rule's tokens on its own (or only peeks, when the
 // request was denied and so takes nothing) and records what it would do.
-func (l *Middleware) observe(r *http.Request, now time.Time, res *Result, ru *rule, p *Policy) {
+func (l *Middleware) observe(q *request, now time.Time, res *Result, ru *rule, p *Policy) {
 	n := p.Cost
 	if !res.Allowed {
 		n = 0
 	}
 	var out [1]engine.Decision
-	denied, err := takeAll(r.Context(), now, []engine.Take{{Limiter: ru.lim, Key: p.Key, N: n}}, out[:])
+	denied, err := takeAll(q.r.Context(), now, []engine.Take{{Limiter: ru.lim, Key: p.Key, N: n}}, out[:])
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
 	}
@@ -250,13 +251,15 @@ func (l *Middleware) observe(r *http.Request, now time.Time, res *Result, ru *ru
 	}
 	p.Denied = true
 	ru.counters.shadowDenied.Add(1)
+	reason := ReasonExceeded
+	if out[0].RetryAfter == engine.InfDuration {
+		reason = ReasonCostExceedsBurst
+	}
 	if res.Reason == "" {
 		res.DeniedBy = ru.Name
-		res.Reason = ReasonShadowPrefix + ReasonExceeded
-		if out[0].RetryAfter == engine.InfDuration {
-			res.Reason = ReasonShadowPrefix + ReasonCostExceedsBurst
-		}
+		res.Reason = ReasonShadowPrefix + reason
 	}
+	l.denied(q, now, ru, p, reason)
 }
 
 // NewPolicy returns the Policy of a limit named name refilling rate tokens

@@ -82,6 +82,13 @@ type Options struct {
 	Now func() time.Time
 	// OnStoreError, if set, is called with every error of the store.
 	OnStoreError func(error)
+	// OnDeny, if set, is called with every request a rule's bucket denies
+	// (429), and every one a shadow rule would have denied (Denial.Shadow),
+	// on the request's goroutine before its answer: it must not block (hand
+	// the Denial to a bounded queue, and drop it when the queue is full).
+	// Requests refused for their cost (400) or failed by the store (503)
+	// are no bucket's denial and are not reported.
+	OnDeny func(Denial)
 	// JWT verifies the bearer tokens that jwt: keys and matches read. nil:
 	// New and Reload reject such rules unless they set
 	// InsecureUnverifiedJWT (see the package documentation).
@@ -99,6 +106,7 @@ type options struct {
 	seed           uint64
 	now            func() time.Time
 	onStoreError   func(error)
+	onDeny         func(Denial)
 	jwt            JWTVerifier
 	jwtRejected    jwtCounters
 }
@@ -107,6 +115,7 @@ func (o Options) resolve() (*options, error) {
 	r := &options{store: o.Store, headers: o.Headers, seed: o.JitterSeed, now: o.Now, onStoreError: o.OnStoreError,
 		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
 	r.jwt = o.JWT
+	r.onDeny = o.OnDeny
 	if r.headers == 0 {
 		r.headers = HeadersDraft
 	}
