@@ -116,6 +116,12 @@ func NewLayout(capacity uint64, tokensPerSecond float64) (*Layout, error) {
 	return l, nil
 }
 
+// Rate returns the refill rate the layout computes with: num / (5^6 *
+// 2^shift) quanta per tick. It is the configured rate exactly, or slightly
+// below it when the rate needed more bits than the layout keeps. Stores that
+// keep buckets elsewhere use it to refill exactly as the engine does.
+func (l *Layout) Rate() (num uint64, shift uint) { return l.rateNum, l.rateShift }
+
 // setRate stores r as rateNum / (5^6 * 2^rateShift) quanta per tick.
 func (l *Layout) setRate(r float64) bool {
 	frac, exp := math.Frexp(r) // r = frac * 2^exp, frac in [0.5, 1)

@@ -1,0 +1,292 @@
+package pgstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/fixedpoint"
+)
+
+// ErrInvalidConfig is wrapped by every error for a bad Config, StoreOptions
+// or Schema. Errors about Limit and Burst also wrap engine.ErrInvalidConfig.
+var ErrInvalidConfig = errors.New("pgstore: invalid config")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
+
+// FailurePolicy is what a Limiter answers when the store cannot decide: the
+// database is down, slow past the deadline, or refuses the statement
+// (Config.OnFailure). The call returns that answer with its error.
+type FailurePolicy int
+
+const (
+	// FailOpen allows the request and changes nothing: an outage lifts the
+	// limit, it never blocks traffic.
+	FailOpen FailurePolicy = iota
+	// FailClosed denies the request, with RetryAfter the Limiter's Timeout.
+	FailClosed
+	// Fallback decides with a local engine.Engine holding FallbackShare of
+	// the limit, so that N instances keeping 1/N each enforce about the
+	// shared limit between them while the database is away.
+	Fallback
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	case Fallback:
+		return "fallback"
+	}
+	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Config describes a Limiter. Limit and Burst are required and mean what they
+// mean in engine.Config, with the same ranges; the zero value of every other
+// field picks a documented default.
+type Config struct {
+	// Limit is the refill rate in tokens per second, as engine.Config's.
+	Limit engine.Limit
+	// Burst is the bucket capacity in tokens, as engine.Config's.
+	Burst float64
+	// Table holds the buckets (see Install); "" picks DefaultTable.
+	Table string
+	// Prefix starts every bucket's key in the table. Limiters share buckets
+	// when they share the table, the Prefix, the Limit and the Burst: keys
+	// also name the limit, so limiters with different ones never see each
+	// other's buckets.
+	Prefix string
+	// Timeout bounds every statement, on top of any deadline of the
+	// caller's context; 0 picks DefaultTimeout. A call that exceeds it
+	// counts as a store failure and is answered by OnFailure.
+	Timeout time.Duration
+	// OnFailure is the answer when the store fails; the zero value is
+	// FailOpen.
+	OnFailure FailurePolicy
+	// FallbackShare is, with OnFailure Fallback, the share of Limit and
+	// Burst the local engine gets, in (0, 1]: typically 1/instances. Its
+	// Burst is rounded down to a multiple of 0.001 and must stay at least 1
+	// token. It must be 0 with the other policies.
+	FallbackShare float64
+	// FallbackMaxKeys bounds the fallback engine's live buckets
+	// (engine.Config.MaxKeys): 0 picks 1,000,000, negative is unbounded. It
+	// must be 0 with the other policies.
+	FallbackMaxKeys int
+	// BreakAfter is the number of consecutive store failures after which
+	// the Limiter stops calling the database for BreakFor and answers every
+	// call by OnFailure at once. 0 picks 5; negative never breaks.
+	BreakAfter int
+	// BreakFor is how long the breaker stays open; 0 picks 1 s. After it
+	// the next call tries again, and one success closes the breaker.
+	BreakFor time.Duration
+}
+
+// DefaultTimeout is the Timeout of a Config that leaves it 0: a round trip
+// to a database on the same network and one statement take well under a
+// millisecond unless the database is in trouble.
+const DefaultTimeout = 100 * time.Millisecond
+
+const (
+	defaultBreakAfter      = 5
+	defaultBreakFor        = time.Second
+	defaultFallbackMaxKeys = 1_000_000
+	maxPrefix              = 256
+)
+
+// settings is a validated Config with its defaults applied.
+type settings struct {
+	Config
+	u              units
+	fallbackConfig engine.Config
+	fallback       *engine.Engine
+	// keyBase starts every bucket's key: Prefix and the limit's tag.
+	keyBase   string
+	take      string // SQL calling Table_take
+	takeAll   string // SQL calling Table_take_all
+	breakWhen int
+}
+
+// Check returns nil if New accepts c, or the error it would return, which
+// wraps ErrInvalidConfig and names the field and its range. It builds
+// nothing.
+func (c Config) Check() error {
+	_, err := c.settings()
+	return err
+}
+
+func (c Config) validate() (*settings, error) {
+	s, err := c.settings()
+	if err != nil {
+		return nil, err
+	}
+	if s.OnFailure == Fallback {
+		if s.fallback, err = engine.New(s.fallbackConfig); err != nil {
+			return nil, fmt.Errorf("%w: the fallback engine: %w", ErrInvalidConfig, err)
+		}
+	}
+	return s, nil
+}
+
+// settings checks c's fields in their order, so that the error names the
+// first that is wrong, and applies the defaults.
+func (c Config) settings() (*settings, error) {
+	if err := engine.CheckLimit(c.Limit, c.Burst); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	s := &settings{Config: c}
+	var err error
+	if s.Table == "" {
+		s.Table = DefaultTable
+	}
+	if err := checkTable(s.Table); err != nil {
+		return nil, err
+	}
+	if len(s.Prefix) > maxPrefix {
+		return nil, invalid("Prefix must be at most %d bytes, got %d", maxPrefix, len(s.Prefix))
+	}
+	switch {
+	case s.Timeout < 0:
+		return nil, invalid("Timeout must be 0 (default %v) or positive, got %v", DefaultTimeout, s.Timeout)
+	case s.Timeout == 0:
+		s.Timeout = DefaultTimeout
+	}
+	switch {
+	case s.BreakAfter == 0:
+		s.BreakAfter = defaultBreakAfter
+		s.breakWhen = defaultBreakAfter
+	case s.BreakAfter < 0:
+		s.breakWhen = math.MaxInt
+	default:
+		s.breakWhen = s.BreakAfter
+	}
+	switch {
+	case s.BreakFor < 0:
+		return nil, invalid("BreakFor must be 0 (default %v) or positive, got %v", defaultBreakFor, s.BreakFor)
+	case s.BreakFor == 0:
+		s.BreakFor = defaultBreakFor
+	}
+	if err := s.applyFailure(); err != nil {
+		return nil, err
+	}
+	if s.u, err = unitsFor(float64(s.Limit), s.Burst); err != nil {
+		return nil, err
+	}
+	s.keyBase = s.Prefix + s.u.tag() + ":"
+	s.take = `SELECT * FROM ` + ident(s.Table+"_take") + `($1, $2, $3, $4, $5, $6)`
+	s.takeAll = `SELECT * FROM ` + ident(s.Table+"_take_all") + `($1, $2, $3, $4, $5, $6)`
+	return s, nil
+}
+
+// applyFailure checks OnFailure and the fallback fields.
+func (s *settings) applyFailure() error {
+	switch s.OnFailure {
+	case FailOpen, FailClosed:
+		if s.FallbackShare != 0 {
+			return invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", s.FallbackShare)
+		}
+		if s.FallbackMaxKeys != 0 {
+			return invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", s.FallbackMaxKeys)
+		}
+		return nil
+	case Fallback:
+		share := s.FallbackShare
+		if math.IsNaN(share) || share <= 0 || share > 1 {
+			return invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", share)
+		}
+		b := math.Floor(s.Burst*share*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
+		if b < 1 {
+			return invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", share, s.Burst*share)
+		}
+		maxKeys := s.FallbackMaxKeys
+		switch {
+		case maxKeys == 0:
+			maxKeys = defaultFallbackMaxKeys
+		case maxKeys < 0:
+			maxKeys = 0
+		}
+		cfg := engine.Config{Limit: s.Limit * engine.Limit(share), Burst: b, MaxKeys: maxKeys}
+		if err := engine.CheckLimit(cfg.Limit, cfg.Burst); err != nil {
+			return fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, share, err)
+		}
+		s.fallbackConfig = cfg
+		return nil
+	}
+	return invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(s.OnFailure))
+}
+
+// units is a limit in the functions' terms: capacity in quanta, the rate
+// as an exact fraction p/q of quanta per microsecond (numeric in SQL, so no
+// arithmetic rounds): the engine's rate, as fixedpoint.Layout keeps it.
+type units struct {
+	capacity   uint64
+	p, q       *big.Int
+	pArg, qArg string
+}
+
+func unitsFor(rate, burst float64) (units, error) {
+	capacity, _ := fixedpoint.QuantizeExact(burst)
+	layout, err := fixedpoint.NewLayout(capacity, rate)
+	if err != nil {
+		// engine.CheckLimit accepted the limit, which the engine builds a
+		// layout for: this cannot happen.
+		return units{}, invalid("Limit %v with Burst %v: %v", rate, burst, err)
+	}
+	// num / (5^6 * 2^shift) quanta per tick of 2^TickShift ns, times 1000
+	// ns per microsecond.
+	num, shift := layout.Rate()
+	r := new(big.Rat).SetFrac(
+		new(big.Int).Mul(new(big.Int).SetUint64(num), big.NewInt(1000)),
+		new(big.Int).Lsh(big.NewInt(15625), shift+layout.TickShift()))
+	u := units{capacity: capacity, p: new(big.Int).Set(r.Num()), q: new(big.Int).Set(r.Denom())}
+	u.pArg, u.qArg = u.p.String(), u.q.String()
+	return u, nil
+}
+
+// tag names the limit in bucket keys: 16 hex digits of a SHA-256 of the
+// capacity and the rate fraction.
+func (u units) tag() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "faucet pg bucket v1 capacity=%d p=%s q=%s", u.capacity, u.pArg, u.qArg))
+	return hex.EncodeToString(sum[:8])
+}
+
+// never is the cost sent for a take that can never pass: above the
+// capacity, it takes nothing and is denied.
+func (u units) never() uint64 { return u.capacity + 1 }
+
+// cost is the quanta a take of n asks for, or never.
+func (u units) cost(n float64) uint64 {
+	c, ok := fixedpoint.Quantize(n)
+	if !ok || c > u.capacity {
+		return u.never()
+	}
+	return c
+}
+
+// wait is how long until a bucket holding have quanta at microsecond at
+// holds need, from microsecond now, to the nanosecond rounded up: the grid
+// reaches G(at)+need-have at the instant (G(at)+need-have)*q/p.
+func (u units) wait(at int64, have, need uint64, now int64) time.Duration {
+	if have >= need {
+		return 0
+	}
+	ph := new(big.Int).Mul(big.NewInt(at), u.p)
+	ph.Mod(ph, u.q)
+	x := new(big.Int).SetUint64(need - have)
+	x.Mul(x, u.q)
+	x.Sub(x, ph)
+	x.Mul(x, big.NewInt(1000))
+	x.Add(x, u.p)
+	x.Sub(x, big.NewInt(1))
+	x.Quo(x, u.p)
+	return time.Duration(at-now)*time.Microsecond + time.Duration(x.Int64())
+}

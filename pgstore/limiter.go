@@ -1,0 +1,234 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is what a Limiter needs of a connection: *pgxpool.Pool (use one: it is
+// safe for concurrent use and replaces broken connections) or *pgx.Conn
+// (for a single goroutine).
+type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Limiter is a token-bucket rate limiter whose buckets live in a PostgreSQL
+// table, shared by every process that uses the same database, Table, Prefix
+// and limit. It implements engine.Limiter and is safe for concurrent use.
+type Limiter struct {
+	s  *settings
+	db DB
+	// conn identifies the database handle: Limiters with equal conns are
+	// decided together in one TakeAll.
+	conn   any
+	stats  counters
+	broken atomic.Int64 // unix nanos until which the breaker is open
+	fails  atomic.Int64 // consecutive store failures
+}
+
+var _ engine.Limiter = (*Limiter)(nil)
+
+type counters struct {
+	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped, calls atomic.Uint64
+}
+
+// Stats is a snapshot of a Limiter's counters.
+type Stats struct {
+	// Allowed and Denied count the decisions the database made.
+	Allowed, Denied uint64
+	// StoreErrors counts takes the store failed to decide (a TakeAll
+	// counts each of its takes in its own Limiter), the breaker's answers
+	// included.
+	StoreErrors uint64
+	// FailedOpen, FailedClosed and Fallback count how the policy answered
+	// them.
+	FailedOpen, FailedClosed, Fallback uint64
+	// Skipped counts statements not sent because the breaker was open.
+	Skipped uint64
+	// Calls counts the statements this Limiter sent.
+	Calls uint64
+}
+
+// Stats returns the Limiter's counters.
+func (l *Limiter) Stats() Stats {
+	c := &l.stats
+	return Stats{
+		Allowed: c.allowed.Load(), Denied: c.denied.Load(), StoreErrors: c.storeErrors.Load(),
+		FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(), Fallback: c.fallback.Load(),
+		Skipped: c.skipped.Load(), Calls: c.calls.Load(),
+	}
+}
+
+// ErrBreakerOpen is wrapped by the errors of calls the open breaker answered
+// without asking the database (Config.BreakAfter).
+var ErrBreakerOpen = errors.New("pgstore: breaker open after consecutive failures")
+
+// New returns a Limiter that keeps its buckets in the database behind db,
+// in cfg.Table, which Install must have created. The Limiter does not own
+// db: Close leaves it open.
+func New(db DB, cfg Config) (*Limiter, error) {
+	s, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	if db == nil || reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil() {
+		return nil, invalid("db must not be nil")
+	}
+	l := &Limiter{s: s, db: db, conn: db}
+	if t := reflect.TypeOf(db); !t.Comparable() {
+		l.conn = l
+	}
+	return l, nil
+}
+
+// Close releases the fallback engine, if any; it does not close db. Takes
+// after Close still work.
+func (l *Limiter) Close() error {
+	if l == nil {
+		return engine.ErrNilLimiter
+	}
+	if l.s.fallback != nil {
+		return l.s.fallback.Close()
+	}
+	return nil
+}
+
+// Limit returns Config.Limit. The store refills at exactly that rate.
+func (l *Limiter) Limit() engine.Limit { return l.s.Limit }
+
+// Burst returns Config.Burst.
+func (l *Limiter) Burst() float64 { return l.s.Burst }
+
+// Config returns the Limiter's configuration with defaults applied.
+func (l *Limiter) Config() Config { return l.s.Config }
+
+// KeyFor returns the key of key's row in the table: Prefix, a tag naming
+// the limit (16 hex digits of a hash of its capacity and rate), ':', then the
+// key, replaced by its SHA-256 when longer than engine.MaxKeyBytes so that a
+// row costs the same whatever the key. Keys are bytes (bytea): any key,
+// invalid UTF-8 and NUL bytes included, is its own.
+func (l *Limiter) KeyFor(key string) string {
+	return l.s.keyBase + engine.BoundedKey(key)
+}
+
+// Allow takes one token from key's bucket if it holds one. On a store
+// failure it returns the policy's answer.
+func (l *Limiter) Allow(ctx context.Context, key string) bool {
+	d, _ := l.Take(ctx, key, 1)
+	return d.Allowed
+}
+
+// Take takes n tokens from key's bucket at the database's time if it holds
+// them, with exactly engine.Engine.AllowN's Decision: n may be fractional
+// (0.001 resolution), 0 peeks, and n above Burst, negative or NaN is denied
+// with RetryAfter engine.InfDuration without a write. One statement, one
+// round trip.
+//
+// A non-nil error means the store could not decide; the Decision is then
+// Config.OnFailure's answer. The error wraps engine.ErrUnavailable when
+// nothing was taken for certain (the breaker was open, the context had
+// ended, the statement was not sent or failed in the database, or n takes
+// nothing), else engine.ErrOutcomeUnknown (the connection was lost or the
+// deadline passed after the statement was sent: it may have committed).
+// With OnFailure Fallback it also wraps engine.ErrFallback: the local engine
+// decided, and the Decision stands.
+func (l *Limiter) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
+	if l == nil {
+		return engine.Decision{}, engine.ErrNilLimiter
+	}
+	var out [1]engine.Decision
+	_, _, err := l.takeAll(ctx, []engine.Take{{Limiter: l, Key: key, N: n}}, out[:], nil)
+	return out[0], err
+}
+
+// Tokens returns the tokens key's bucket holds now, without taking any or
+// writing anything.
+func (l *Limiter) Tokens(ctx context.Context, key string) (float64, error) {
+	d, err := l.Take(ctx, key, 0)
+	return d.Remaining, err
+}
+
+// query runs a statement with the Limiter's deadline and breaker, scanning
+// its one row into dst.
+func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any) error {
+	if until := l.broken.Load(); until != 0 && time.Now().UnixNano() < until {
+		l.stats.skipped.Add(1)
+		return unsentError{ErrBreakerOpen}
+	}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
+		defer cancel()
+	}
+	var err error
+	if err = ctx.Err(); err != nil {
+		err = unsentError{err}
+	} else {
+		l.stats.calls.Add(1)
+		err = l.db.QueryRow(ctx, sql, args...).Scan(dst...)
+		if err != nil && unsent(err) {
+			err = unsentError{err}
+		}
+	}
+	if err != nil {
+		if l.fails.Add(1) >= int64(l.s.breakWhen) {
+			l.broken.Store(time.Now().Add(l.s.BreakFor).UnixNano())
+		}
+		return err
+	}
+	if l.fails.Load() != 0 {
+		l.fails.Store(0)
+	}
+	if l.broken.Load() != 0 {
+		l.broken.Store(0)
+	}
+	return nil
+}
+
+// unsentError marks an error after which the statement certainly did not
+// run to completion: nothing was taken.
+type unsentError struct{ err error }
+
+func (e unsentError) Error() string { return e.err.Error() }
+func (e unsentError) Unwrap() error { return e.err }
+
+// unsent reports whether err proves that nothing was taken: the statement
+// was never sent (pgconn.SafeToRetry: a failed dial, a refused connection),
+// or the database answered with an error, which rolls the statement back
+// (a statement timeout, a lock timeout, a terminated backend's FATAL, a
+// missing function). A connection lost after sending, or a deadline that
+// passed while waiting for the reply, is not: the statement may have
+// committed.
+func unsent(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
+// storeError is the error returned for a failed call: err classified as
+// engine.ErrUnavailable when nothing was taken, else
+// engine.ErrOutcomeUnknown, plus engine.ErrFallback when the local engines
+// decided the whole call.
+func storeError(err error, nothingTaken, fellBack bool) error {
+	kind := engine.ErrOutcomeUnknown
+	var u unsentError
+	if nothingTaken || errors.As(err, &u) {
+		kind = engine.ErrUnavailable
+	}
+	if fellBack {
+		return fmt.Errorf("pgstore: %w: %w: %w", engine.ErrFallback, kind, err)
+	}
+	return fmt.Errorf("pgstore: %w: %w", kind, err)
+}

@@ -1,0 +1,331 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultTable is the table of a Config or Schema that leaves Table empty.
+const DefaultTable = "faucet_buckets"
+
+// tableName is what Table may be: a lower-case SQL identifier short enough
+// that the functions named after it (Table + "_take_all") stay within
+// PostgreSQL's 63 bytes.
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
+
+func checkTable(t string) error {
+	if !tableName.MatchString(t) {
+		return invalid("Table must be a lower-case identifier of 1 to 48 letters, digits and '_', not starting with a digit, got %q", t)
+	}
+	return nil
+}
+
+// Schema describes the objects Install creates.
+type Schema struct {
+	// Table holds the buckets; "" picks DefaultTable. Install also creates
+	// the functions Table_take and Table_take_all, which every decision
+	// calls.
+	Table string
+	// Logged makes the table a logged one. By default it is UNLOGGED: its
+	// writes skip the write-ahead log, which makes a take cheaper, and
+	// after a crash of the server (not a clean restart) PostgreSQL empties
+	// it, which leaves every bucket full, and it is not copied to
+	// replicas. A rate limiter's state is worth little after a crash; a
+	// logged table keeps it, and reaches replicas, at the price of a WAL
+	// record per take. Install does not change an existing table's kind.
+	Logged bool
+}
+
+// Install creates the bucket table and the functions that decide, if they do
+// not exist, and replaces the functions if they do (their code may be
+// newer); it is safe to run on every start, by several instances at once.
+// The role needs the right to create them (or an administrator runs it once,
+// then grants SELECT, INSERT, UPDATE, DELETE on the table and EXECUTE on the
+// functions). It never drops or empties a table.
+func Install(ctx context.Context, db DB, s Schema) error {
+	if s.Table == "" {
+		s.Table = DefaultTable
+	}
+	if err := checkTable(s.Table); err != nil {
+		return err
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: install: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	// Concurrent CREATE OR REPLACE FUNCTIONs of one name fail with "tuple
+	// concurrently updated": instances that start together take turns.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('faucet pgstore install ' || $1))`, s.Table); err != nil {
+		return fmt.Errorf("pgstore: install: %w", err)
+	}
+	for _, stmt := range schemaSQL(s) {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("pgstore: install %s: %w", s.Table, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: install: %w", err)
+	}
+	return nil
+}
+
+// SQL returns the statements Install runs, for administrators who create
+// the objects themselves.
+func SQL(s Schema) (string, error) {
+	if s.Table == "" {
+		s.Table = DefaultTable
+	}
+	if err := checkTable(s.Table); err != nil {
+		return "", err
+	}
+	return strings.Join(schemaSQL(s), ";\n\n") + ";\n", nil
+}
+
+// ident quotes a name for SQL.
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// schemaSQL is the table and the functions of s.
+//
+// A row is a bucket that is not full: key, the microsecond since the Unix
+// epoch its state is taken at (tick), the quanta (thousandths of a token) it
+// held then, and the microsecond at which it is full again (expires), after
+// which the row means nothing and Sweep removes it. A missing row is a full
+// bucket; so is a row with negative quanta, which take_all writes to have a
+// row to lock. Only tick, quanta and expires change on a take, none of them
+// indexed, so takes are heap-only updates: no index grows with them.
+//
+// The rate is a fraction p/q of quanta per microsecond, in numeric, exact:
+// the configured float64 rate times 1000/1e6. The refill grid is the
+// engine's: G(t) = floor(t*p/q) quanta at microsecond t, credited by
+// differences of G, so no fraction of a quantum is lost between updates; a
+// bucket found full is stamped at the grid's next whole quantum.
+func schemaSQL(s Schema) []string {
+	t := ident(s.Table)
+	kind := "UNLOGGED "
+	if s.Logged {
+		kind = ""
+	}
+	fn := func(suffix string) string { return ident(s.Table + suffix) }
+	return []string{
+		`CREATE ` + kind + `TABLE IF NOT EXISTS ` + t + ` (
+	key     bytea  PRIMARY KEY,
+	tick    bigint NOT NULL,
+	quanta  bigint NOT NULL,
+	expires bigint NOT NULL
+) WITH (fillfactor = 80)`,
+
+		// advance is the bucket's tick and quanta at microsecond now
+		// (fixedpoint.Advance with a microsecond tick): a missing or
+		// placeholder row is full at the grid's next whole quantum; time
+		// never moves a bucket back.
+		`CREATE OR REPLACE FUNCTION ` + fn("_advance") + `(
+	present boolean, last bigint, tokens bigint, now bigint, cap bigint, p numeric, q numeric,
+	OUT at bigint, OUT tk bigint)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+	ph numeric;
+BEGIN
+	IF present AND tokens >= 0 THEN
+		at := greatest(last, now);
+		tk := tokens;
+		IF at > last AND tk < cap THEN
+			tk := least(cap, tk + div(mod(last * p, q) + (at - last) * p, q));
+		END IF;
+		IF tk < cap OR now < last THEN
+			RETURN;
+		END IF;
+	END IF;
+	tk := cap;
+	ph := mod(now * p, q);
+	at := now;
+	IF ph > 0 THEN
+		at := now + div(q - ph + p - 1, p);
+	END IF;
+END
+$fn$`,
+
+		// full is the first microsecond at which a bucket holding tk at at
+		// holds cap: when its row may go.
+		`CREATE OR REPLACE FUNCTION ` + fn("_full") + `(at bigint, tk bigint, cap bigint, p numeric, q numeric)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT div((div(at * p, q) + cap - tk) * q + p - 1, p)::bigint
+$fn$`,
+
+		// take makes the takes one by one, each on its own, at one reading
+		// of the clock (the database's unless at_us is given: tests). A
+		// cost of 0 peeks; a cost above cap takes nothing and reports. The
+		// reply is the time and, per take, whether it was denied and the
+		// bucket's tick and quanta (after the take, if made). A take reads
+		// without locking, so a denial or a peek writes and locks nothing;
+		// a take writes with a compare-and-swap on the state it read
+		// (UPDATE ... WHERE tick and quanta are still those), retried on a
+		// concurrent change, which the row lock of the UPDATE serialises.
+		`CREATE OR REPLACE FUNCTION ` + fn("_take") + `(
+	keys bytea[], cap bigint, p numeric, q numeric, costs bigint[], at_us bigint DEFAULT NULL,
+	OUT now_us bigint, OUT denied boolean[], OUT at_of bigint[], OUT q_of bigint[])
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+	n int := cardinality(keys);
+	k bytea;
+	cost bigint;
+	r_tick bigint;
+	r_q bigint;
+	present boolean;
+	a bigint;
+	tk bigint;
+	tries int;
+BEGIN
+	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+	denied := array_fill(false, ARRAY[n]);
+	at_of := array_fill(0::bigint, ARRAY[n]);
+	q_of := at_of;
+	FOR i IN 1..n LOOP
+		k := keys[i];
+		cost := costs[i];
+		tries := 0;
+		LOOP
+			SELECT b.tick, b.quanta INTO r_tick, r_q FROM ` + t + ` b WHERE b.key = k;
+			present := FOUND;
+			SELECT v.at, v.tk INTO a, tk FROM ` + fn("_advance") + `(present, r_tick, r_q, now_us, cap, p, q) v;
+			IF cost > cap OR tk < cost THEN
+				denied[i] := true;
+				EXIT;
+			END IF;
+			EXIT WHEN cost = 0;
+			IF present THEN
+				UPDATE ` + t + ` b SET tick = a, quanta = tk - cost, expires = ` + fn("_full") + `(a, tk - cost, cap, p, q)
+					WHERE b.key = k AND b.tick = r_tick AND b.quanta = r_q;
+			ELSE
+				INSERT INTO ` + t + ` (key, tick, quanta, expires)
+					VALUES (k, a, tk - cost, ` + fn("_full") + `(a, tk - cost, cap, p, q))
+					ON CONFLICT (key) DO NOTHING;
+			END IF;
+			IF FOUND THEN
+				tk := tk - cost;
+				EXIT;
+			END IF;
+			tries := tries + 1;
+			IF tries >= 10000 THEN
+				RAISE EXCEPTION 'faucet: bucket % changed under 10000 attempts to take', k;
+			END IF;
+		END LOOP;
+		at_of[i] := a;
+		q_of[i] := tk;
+	END LOOP;
+END
+$fn$`,
+
+		// take_all takes every take's cost, or none, at one reading of the
+		// clock; each take has its own cap and rate (several limiters). It
+		// first evaluates without locking: a denial returns there, writing
+		// and locking nothing. Otherwise it makes sure every key has a row
+		// (a placeholder, negative quanta, means full), locks the rows in key
+		// order (so that concurrent calls cannot deadlock), evaluates again
+		// on the locked state and writes. The reply is the time, the
+		// 1-based index of the first denied take (0: all taken), and per
+		// take the tick and quanta of its bucket: after the take when all
+		// were taken, else as it is. A key listed twice pays twice.
+		`CREATE OR REPLACE FUNCTION ` + fn("_take_all") + `(
+	keys bytea[], caps bigint[], ps numeric[], qs numeric[], costs bigint[], at_us bigint DEFAULT NULL,
+	OUT now_us bigint, OUT denied int, OUT at_of bigint[], OUT q_of bigint[])
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+	n int := cardinality(keys);
+	locked boolean := false;
+	tries int := 0;
+	rk bytea[];
+	rt bigint[];
+	rq bigint[];
+	j int;
+	present boolean;
+	r_tick bigint;
+	r_q bigint;
+	a bigint;
+	tk bigint;
+BEGIN
+	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+	at_of := array_fill(0::bigint, ARRAY[n]);
+	q_of := at_of;
+	LOOP
+		IF locked THEN
+			INSERT INTO ` + t + ` (key, tick, quanta, expires)
+				SELECT u.k, 0, -1, now_us + 60000000 FROM (SELECT DISTINCT x AS k FROM unnest(keys) x) u ORDER BY u.k
+				ON CONFLICT (key) DO NOTHING;
+			SELECT array_agg(l.key), array_agg(l.tick), array_agg(l.quanta) INTO rk, rt, rq FROM (
+				SELECT b.key, b.tick, b.quanta FROM ` + t + ` b WHERE b.key = ANY(keys) ORDER BY b.key FOR UPDATE) l;
+		ELSE
+			SELECT array_agg(b.key), array_agg(b.tick), array_agg(b.quanta) INTO rk, rt, rq
+				FROM ` + t + ` b WHERE b.key = ANY(keys);
+		END IF;
+		denied := 0;
+		-- The running state of each take's key: ticks and quanta of the
+		-- last earlier take of the same key, else the row's.
+		FOR i IN 1..n LOOP
+			present := false;
+			r_tick := NULL;
+			r_q := NULL;
+			FOR m IN REVERSE i-1..1 LOOP
+				IF keys[m] = keys[i] THEN
+					present := true;
+					r_tick := at_of[m];
+					r_q := q_of[m];
+					EXIT;
+				END IF;
+			END LOOP;
+			IF NOT present THEN
+				j := array_position(rk, keys[i]);
+				IF j IS NOT NULL THEN
+					present := true;
+					r_tick := rt[j];
+					r_q := rq[j];
+				END IF;
+			END IF;
+			SELECT v.at, v.tk INTO a, tk FROM ` + fn("_advance") + `(present, r_tick, r_q, now_us, caps[i], ps[i], qs[i]) v;
+			IF costs[i] > caps[i] OR tk < costs[i] THEN
+				denied := i;
+				EXIT;
+			END IF;
+			at_of[i] := a;
+			q_of[i] := tk - costs[i];
+		END LOOP;
+		IF denied > 0 THEN
+			-- Every key reports its bucket as it is.
+			FOR i IN 1..n LOOP
+				j := array_position(rk, keys[i]);
+				IF j IS NULL THEN
+					SELECT v.at, v.tk INTO a, tk FROM ` + fn("_advance") + `(false, NULL, NULL, now_us, caps[i], ps[i], qs[i]) v;
+				ELSE
+					SELECT v.at, v.tk INTO a, tk FROM ` + fn("_advance") + `(true, rt[j], rq[j], now_us, caps[i], ps[i], qs[i]) v;
+				END IF;
+				at_of[i] := a;
+				q_of[i] := tk;
+			END LOOP;
+			RETURN;
+		END IF;
+		IF locked AND coalesce(cardinality(rk), 0) = (SELECT count(DISTINCT x) FROM unnest(keys) x) THEN
+			EXIT;
+		END IF;
+		-- A row vanished between the insert and the lock (Sweep removed a
+		-- placeholder past its time): lock again.
+		tries := tries + 1;
+		IF tries >= 100 THEN
+			RAISE EXCEPTION 'faucet: buckets changed under 100 attempts to lock them';
+		END IF;
+		locked := true;
+	END LOOP;
+	-- Write each key's last state, skipping keys only peeked.
+	FOR i IN REVERSE n..1 LOOP
+		IF costs[i] > 0 AND NOT EXISTS (SELECT 1 FROM generate_series(i+1, n) m WHERE keys[m] = keys[i] AND costs[m] > 0) THEN
+			UPDATE ` + t + ` b SET tick = at_of[i], quanta = q_of[i], expires = ` + fn("_full") + `(at_of[i], q_of[i], caps[i], ps[i], qs[i])
+				WHERE b.key = keys[i];
+		END IF;
+	END LOOP;
+END
+$fn$`,
+	}
+}

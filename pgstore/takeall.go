@@ -1,0 +1,221 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// TakeAll takes every take's tokens, or none, in one statement: atomic, as
+// engine.Engine.TakeAllAt is in memory. When all are taken out[i] is what
+// Take would have returned and denied is -1; when take k is denied nothing
+// is taken, no out[i].Allowed is true, out[i] reports bucket i as it is
+// with the wait until take i alone would pass, and denied is k. A take that
+// can never pass (N above its Burst, negative, NaN) is reported before
+// anything is taken. Concurrent TakeAlls lock their rows in one order, so
+// they never deadlock.
+//
+// Every takes[i].Limiter must be a non-nil *Limiter on the same DB value as
+// l: otherwise the error wraps engine.ErrNilLimiter or
+// engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
+// engine.ErrShortOut.
+//
+// A store failure is an error classified as Take's; out and denied are then
+// the policies' answer: any FailClosed take denies the call, Fallback takes
+// are decided together by their local engines (all or none), FailOpen takes
+// are allowed. When every take's policy is Fallback the error also wraps
+// engine.ErrFallback, and out stands.
+func (l *Limiter) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
+	denied, _, err := l.takeAll(ctx, takes, out, nil)
+	return denied, err
+}
+
+func limiterOf(tk *engine.Take) *Limiter {
+	tl, _ := tk.Limiter.(*Limiter)
+	return tl
+}
+
+func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
+	if l == nil {
+		return engine.ErrNilLimiter
+	}
+	if len(out) < len(takes) {
+		return fmt.Errorf("pgstore: %w: %d takes, %d decisions", engine.ErrShortOut, len(takes), len(out))
+	}
+	for i := range takes {
+		switch tl, ok := takes[i].Limiter.(*Limiter); {
+		case takes[i].Limiter == nil || ok && tl == nil:
+			return fmt.Errorf("pgstore: %w: takes[%d]", engine.ErrNilLimiter, i)
+		case !ok:
+			return fmt.Errorf("pgstore: %w: takes[%d] is a %T, not a *pgstore.Limiter", engine.ErrForeignTake, i, takes[i].Limiter)
+		case tl.conn != l.conn:
+			return fmt.Errorf("pgstore: %w: takes[%d] is a Limiter on another DB", engine.ErrForeignTake, i)
+		}
+	}
+	return nil
+}
+
+// takeAll is TakeAll that also returns the database's time of the decision;
+// at, when not nil, is the time the functions use instead of the database
+// clock (tests).
+func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision, at *int64) (denied int, now time.Time, err error) {
+	if err := l.checkTakes(takes, out); err != nil {
+		return -1, now, err
+	}
+	n := len(takes)
+	if n == 0 {
+		return -1, now, nil
+	}
+	keys := make([][]byte, n)
+	costs := make([]int64, n)
+	never := -1
+	takes0 := false
+	for i := range takes {
+		tl := limiterOf(&takes[i])
+		keys[i] = []byte(tl.KeyFor(takes[i].Key))
+		c := tl.s.u.cost(takes[i].N)
+		if c == tl.s.u.never() && never < 0 {
+			never = i
+		}
+		if c != 0 && c != tl.s.u.never() {
+			takes0 = true
+		}
+		costs[i] = int64(c)
+	}
+	if never >= 0 {
+		// Reported before anything is taken: the others only look.
+		for i := range costs {
+			if i != never {
+				costs[i] = 0
+			}
+		}
+		takes0 = false
+	}
+	var nowUS int64
+	var ats, qs []int64
+	var den []bool
+	if n == 1 {
+		// The take's own Limiter: l may be another of the same DB.
+		tl := limiterOf(&takes[0])
+		u := tl.s.u
+		err = l.query(ctx, tl.s.take, []any{keys, int64(u.capacity), u.pArg, u.qArg, costs, at}, &nowUS, &den, &ats, &qs)
+		denied = -1
+		if err == nil && len(den) == 1 && den[0] {
+			denied = 0
+		}
+	} else {
+		caps := make([]int64, n)
+		ps := make([]string, n)
+		qq := make([]string, n)
+		for i := range takes {
+			u := limiterOf(&takes[i]).s.u
+			caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
+		}
+		var k int32
+		err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, at}, &nowUS, &k, &ats, &qs)
+		denied = int(k) - 1
+	}
+	if err == nil && (len(ats) != n || len(qs) != n) {
+		err = fmt.Errorf("%w: %d states for %d takes", errReply, len(ats), n)
+	}
+	if err != nil {
+		denied, err = l.fail(takes, out, err, !takes0)
+		return denied, now, err
+	}
+	for i := range takes {
+		tl := limiterOf(&takes[i])
+		d, err := decision(tl.s.u, tl.s.u.cost(takes[i].N), denied >= 0, ats[i], qs[i], nowUS)
+		if err != nil {
+			denied, err = l.fail(takes, out, fmt.Errorf("take %d: %w", i, err), !takes0 || denied >= 0)
+			return denied, now, err
+		}
+		out[i] = d
+	}
+	if never >= 0 {
+		denied = never
+	}
+	for i := range takes {
+		if denied >= 0 && i == denied {
+			limiterOf(&takes[i]).stats.denied.Add(1)
+		} else if denied < 0 {
+			limiterOf(&takes[i]).stats.allowed.Add(1)
+		}
+	}
+	return denied, time.UnixMicro(nowUS), nil
+}
+
+// errReply is wrapped by the error for a reply the Limiter cannot read.
+var errReply = errors.New("pgstore: unexpected reply")
+
+// decision is the Decision for a take of cost from a bucket that holds tk
+// quanta at microsecond at (after the take, if it was made), at the
+// database's time now.
+func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Decision, error) {
+	if at < now || tk < 0 || uint64(tk) > u.capacity {
+		return engine.Decision{}, fmt.Errorf("%w: a bucket at %d holding %d at %d", errReply, at, tk, now)
+	}
+	d := engine.Decision{
+		Allowed:    !denied,
+		Remaining:  float64(tk) / 1000,
+		ResetAfter: u.wait(at, uint64(tk), u.capacity, now),
+	}
+	switch {
+	case cost == u.never():
+		d.Allowed = false
+		d.RetryAfter = engine.InfDuration
+	case denied:
+		d.RetryAfter = u.wait(at, uint64(tk), cost, now)
+	}
+	return d, nil
+}
+
+// fail fills out with the policies' answer for a call the store could not
+// decide and returns the denied index and the classified error.
+func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	denied := -1
+	var local []engine.Take
+	var where []int
+	for i := range takes {
+		tl := limiterOf(&takes[i])
+		tl.stats.storeErrors.Add(1)
+		switch tl.s.OnFailure {
+		case FailOpen:
+			tl.stats.failedOpen.Add(1)
+			out[i] = engine.Decision{Allowed: true, Remaining: tl.s.Burst}
+		case FailClosed:
+			tl.stats.failedClosed.Add(1)
+			out[i] = engine.Decision{RetryAfter: tl.s.Timeout}
+			if denied < 0 {
+				denied = i
+			}
+		case Fallback:
+			tl.stats.fallback.Add(1)
+			local = append(local, engine.Take{Limiter: tl.s.fallback, Key: takes[i].Key, N: takes[i].N})
+			where = append(where, i)
+		}
+	}
+	if len(local) > 0 {
+		if denied >= 0 {
+			for _, i := range where {
+				out[i] = engine.Decision{RetryAfter: l.s.Timeout}
+			}
+		} else {
+			dec := make([]engine.Decision, len(local))
+			if k, _ := local[0].Limiter.TakeAll(context.Background(), local, dec); k >= 0 {
+				denied = where[k]
+			}
+			for j, i := range where {
+				out[i] = dec[j]
+			}
+		}
+	}
+	if denied >= 0 {
+		for i := range takes {
+			out[i].Allowed = false
+		}
+	}
+	return denied, storeError(err, nothingTaken, len(where) == len(takes))
+}
