@@ -16,8 +16,8 @@ type RuleSource interface {
 	//
 	// A nil error means every entry was usable. A source whose entries
 	// stand alone (the rows of a table) skips the bad ones instead of
-	// failing: it returns the others along with a *ConfigError naming
-	// every entry left out and each of its problems (see KeepValid). No
+	// failing: it returns the others along with an error naming every
+	// entry left out and each of its problems (KeepValid finds them). No
 	// rules with an error means nothing usable was read: the rules in force
 	// should stay.
 	Rules(ctx context.Context) ([]Rule, error)
