@@ -8,6 +8,7 @@ require (
 	github.com/faucetgo/faucet v0.1.0
 	github.com/faucetgo/faucet/grpclimit v0.1.0
 	github.com/faucetgo/faucet/jwtverify v0.1.0
+	github.com/faucetgo/faucet/pgstore v0.1.0
 	github.com/faucetgo/faucet/redisstore v0.1.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/jackc/pgx/v5 v5.12.0

@@ -46,6 +46,7 @@ type serveConfig struct {
 	redis           redisFlags
 	jwt             jwtFlags
 	rls             rlsFlags
+	audit           auditFlags
 	// rlsLoaded is the rate-limit service's configuration read at start.
 	rlsLoaded *rlsConfig
 }
@@ -110,6 +111,15 @@ requests_per_unit per unit, in the same store as the rules (--redis shares
 them). A change to a file in DIR (checked every --watch) or SIGHUP reloads
 them; buckets of unchanged limits are kept. --validate checks DIR too.
 
+With --audit-db DSN, every denial (and every request a shadow rule would
+have denied, flagged) becomes a row of --audit-table in PostgreSQL, created
+if missing (--audit-install). Rows are written in batches by one COPY each,
+from a queue of --audit-queue denials: no request waits for the database.
+When the queue is full, because the database is slow or away, denials are
+dropped and counted (faucet_audit_dropped_total); when it is back, what the
+queue held is written. Shutdown writes the queue within --shutdown-timeout.
+The DSN must hold no password: it comes from PGPASSWORD or a password file.
+
 flags:
 `
 
@@ -134,6 +144,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	cfg.redis.register(fs)
 	cfg.jwt.register(fs)
 	cfg.rls.register(fs)
+	cfg.audit.register(fs)
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -252,6 +263,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	problems = append(problems, cfg.redis.problems()...)
 	problems = append(problems, cfg.jwt.problems()...)
 	problems = append(problems, cfg.rls.problems()...)
+	problems = append(problems, cfg.audit.problems()...)
 	return opts, problems
 }
 
@@ -286,6 +298,7 @@ type server struct {
 	log        *slog.Logger
 	metrics    *metrics
 	rls        *rlsService  // Envoy's rate-limit service, if --rls
+	audit      *audit       // the audit log of denials, if --audit-db
 	public     http.Handler // the limiter: proxy or check API, and /healthz
 	admin      http.Handler // /healthz and the metrics
 
@@ -325,7 +338,12 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 		storeLog.Error("bucket store failed, each rule's fail_mode decided", "err", err)
 	}
 	var err error
+	if s.audit, err = s.startAudit(&opts); err != nil {
+		s.closeStore()
+		return nil, err
+	}
 	if s.lim, err = httplimit.New(rules, opts); err != nil {
+		s.audit.close(context.Background())
 		s.closeStore()
 		return nil, err
 	}
@@ -338,6 +356,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	if cfg.rlsLoaded != nil {
 		if s.rls, err = newRLSService(&cfg.rls, &cfg.http, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
 			s.lim.Close()
+			s.audit.close(context.Background())
 			s.closeStore()
 			return nil, err
 		}
@@ -466,6 +485,7 @@ func (s *server) run() int {
 			s.rls.srv.Close()
 		}
 		s.lim.Close()
+		s.audit.close(context.Background())
 		s.closeStore()
 		return 1
 	}
@@ -542,6 +562,9 @@ loop:
 		s.rls.stop(ctx)
 	}
 	s.lim.Close()
+	if err := s.audit.close(ctx); err != nil {
+		s.log.Error("audit log: shutdown", "err", err)
+	}
 	s.closeStore()
 	s.flushLogs()
 	if code == 0 {
