@@ -20,9 +20,9 @@ type WatchOptions struct {
 	// listening connection was down); 0 is a minute.
 	Poll time.Duration
 	// MinBackoff and MaxBackoff bound the wait before the listening
-	// connection is opened again after it failed: doubled from MinBackoff
-	// after each failure, back to it after a connection that worked. 0 is
-	// 250 ms and 15 s.
+	// connection is opened again after it failed, and before a read that
+	// found nothing usable is tried again: doubled from MinBackoff after
+	// each failure, back to it after a success. 0 is 250 ms and 15 s.
 	MinBackoff, MaxBackoff time.Duration
 	// Timeout bounds one read of the table, and opening the listening
 	// connection; 0 is 10 s.
@@ -34,7 +34,8 @@ type WatchOptions struct {
 
 // Watcher reads a Source whenever its table may have changed: on a
 // notification of its trigger, on every poll, after the listening
-// connection is opened (again), and on Refresh.
+// connection is opened (again), on Refresh, and after a backoff when a
+// read found nothing usable.
 type Watcher struct {
 	src     *Source
 	o       WatchOptions
@@ -135,16 +136,29 @@ func (w *Watcher) Run(ctx context.Context, fn func([]httplimit.Rule, error)) {
 	defer wg.Wait()
 	poll := time.NewTicker(w.o.Poll)
 	defer poll.Stop()
+	// A read that failed is tried again after a backoff: the next
+	// notification may be far off, and a pool's connections to a server
+	// that restarted fail once each.
+	var retry <-chan time.Time
+	backoff := w.o.MinBackoff
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-poll.C:
 		case <-w.kick:
+		case <-retry:
 		}
 		rules, err := w.read(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		retry = nil
+		if rules == nil && err != nil {
+			retry = time.After(backoff)
+			backoff = min(2*backoff, w.o.MaxBackoff)
+		} else {
+			backoff = w.o.MinBackoff
 		}
 		now := reading{rules, errText(err)}
 		w.mu.Lock()
