@@ -46,6 +46,7 @@ type serveConfig struct {
 	redis           redisFlags
 	jwt             jwtFlags
 	rls             rlsFlags
+	rulesDB         rulesDBFlags
 	audit           auditFlags
 	// rlsLoaded is the rate-limit service's configuration read at start.
 	rlsLoaded *rlsConfig
@@ -120,6 +121,18 @@ dropped and counted (faucet_audit_dropped_total); when it is back, what the
 queue held is written. Shutdown writes the queue within --shutdown-timeout.
 The DSN must hold no password: it comes from PGPASSWORD or a password file.
 
+With --rules-db DSN instead of --rules, the rules are the active rows of a
+PostgreSQL table (--rules-db-table, created if missing with its trigger by
+--rules-db-install): key_pattern ip:{name} keys by client address,
+user:{name} by --rules-db-user-key, endpoint:/path limits that path as one
+bucket, global everything as one; a row's plan is a tier matched against
+--rules-db-plan-key, a NULL plan applies to every plan without a row of its
+own. A change is in force as soon as the trigger's notification arrives,
+or within --rules-db-poll; buckets of unchanged rows are kept. A bad row is
+logged by rule_id with every problem and left out, the others apply. An
+unreachable database stops serve from starting; later, the rules in force
+stay until it is back. --validate reports every bad row.
+
 flags:
 `
 
@@ -144,6 +157,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	cfg.redis.register(fs)
 	cfg.jwt.register(fs)
 	cfg.rls.register(fs)
+	cfg.rulesDB.register(fs)
 	cfg.audit.register(fs)
 }
 
@@ -179,6 +193,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer stopJWT()
+	if cfg.rulesDB.dsn != "" {
+		var code int
+		if rules, code = cfg.loadRulesDB(opts, logger, stderr); code != 0 {
+			return code
+		}
+	}
 	if cfg.validate {
 		fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
 		if cfg.rlsLoaded != nil {
@@ -263,11 +283,15 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	problems = append(problems, cfg.redis.problems()...)
 	problems = append(problems, cfg.jwt.problems()...)
 	problems = append(problems, cfg.rls.problems()...)
+	problems = append(problems, cfg.rulesDB.problems(cfg.rules)...)
 	problems = append(problems, cfg.audit.problems()...)
 	return opts, problems
 }
 
 func (cfg *serveConfig) rulesName() string {
+	if cfg.rulesDB.dsn != "" {
+		return "table " + cfg.rulesDB.tableName()
+	}
 	if cfg.rules == "" {
 		return "built-in rules"
 	}
@@ -507,6 +531,7 @@ func (s *server) run() int {
 	}
 	attrs = append(attrs, "rules", len(s.lim.Rules()), "rules_from", s.cfg.rulesName())
 	s.log.Info("listening", attrs...)
+	stopRulesDB := s.watchRulesDB()
 	served := make(chan error, len(lns)+1)
 	for _, l := range lns {
 		go func() { served <- l.srv.Serve(l.ln) }()
@@ -561,6 +586,7 @@ loop:
 	if s.rls != nil {
 		s.rls.stop(ctx)
 	}
+	stopRulesDB()
 	s.lim.Close()
 	if err := s.audit.close(ctx); err != nil {
 		s.log.Error("audit log: shutdown", "err", err)
@@ -598,6 +624,12 @@ func (s *server) reportOverflow() {
 // reload re-reads the rules file: on SIGHUP always, on a tick only if its
 // content changed. A bad file is reported and the rules in force stay.
 func (s *server) reload(forced bool) {
+	if w := s.cfg.rulesDB.watcher; w != nil {
+		if forced {
+			w.Refresh() // reloadFromDB reports it
+		}
+		return
+	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if s.cfg.rules == "" {
