@@ -114,6 +114,7 @@ type settings struct {
 	take      string // SQL calling Table_take
 	takeAll   string // SQL calling Table_take_all
 	breakWhen int
+	lockMS    int32 // lock_timeout of a take, in milliseconds
 }
 
 // Check returns nil if New accepts c, or the error it would return, which
@@ -182,8 +183,12 @@ func (c Config) settings() (*settings, error) {
 		return nil, err
 	}
 	s.keyBase = s.Prefix + s.u.tag() + ":"
-	s.take = `SELECT * FROM ` + ident(s.Table+"_take") + `($1, $2, $3, $4, $5, $6)`
-	s.takeAll = `SELECT * FROM ` + ident(s.Table+"_take_all") + `($1, $2, $3, $4, $5, $6)`
+	s.take = `SELECT * FROM ` + ident(s.Table+"_take") + `($1, $2, $3, $4, $5, $6, $7)`
+	s.takeAll = `SELECT * FROM ` + ident(s.Table+"_take_all") + `($1, $2, $3, $4, $5, $6, $7)`
+	// A row lock held past nine tenths of the deadline fails the statement
+	// in the database, so that the error says for certain that nothing was
+	// taken, rather than the deadline's "may have been".
+	s.lockMS = int32(max(1, s.Timeout*9/10/time.Millisecond))
 	return s, nil
 }
 

@@ -104,6 +104,11 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // engine's: G(t) = floor(t*p/q) quanta at microsecond t, credited by
 // differences of G, so no fraction of a quantum is lost between updates; a
 // bucket found full is stamped at the grid's next whole quantum.
+//
+// The functions look rows up by key only, and turn sequential scans off:
+// after a sweep the table's statistics say it is nearly empty, and a plan
+// made then would scan the whole table for every take of the flood of new
+// keys that may follow (each take slower than the last).
 func schemaSQL(s Schema) []string {
 	t := ident(s.Table)
 	kind := "UNLOGGED "
@@ -165,10 +170,12 @@ $fn$`,
 		// a take writes with a compare-and-swap on the state it read
 		// (UPDATE ... WHERE tick and quanta are still those), retried on a
 		// concurrent change, which the row lock of the UPDATE serialises.
+		// lock_ms bounds the wait for a row lock (a stuck transaction's):
+		// past it the statement fails and takes nothing.
 		`CREATE OR REPLACE FUNCTION ` + fn("_take") + `(
-	keys bytea[], cap bigint, p numeric, q numeric, costs bigint[], at_us bigint DEFAULT NULL,
+	keys bytea[], cap bigint, p numeric, q numeric, costs bigint[], lock_ms int, at_us bigint DEFAULT NULL,
 	OUT now_us bigint, OUT denied boolean[], OUT at_of bigint[], OUT q_of bigint[])
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $fn$
 DECLARE
 	n int := cardinality(keys);
 	k bytea;
@@ -197,6 +204,9 @@ BEGIN
 				EXIT;
 			END IF;
 			EXIT WHEN cost = 0;
+			IF tries = 0 THEN
+				PERFORM set_config('lock_timeout', lock_ms::text, true);
+			END IF;
 			IF present THEN
 				UPDATE ` + t + ` b SET tick = a, quanta = tk - cost, expires = ` + fn("_full") + `(a, tk - cost, cap, p, q)
 					WHERE b.key = k AND b.tick = r_tick AND b.quanta = r_q;
@@ -231,9 +241,9 @@ $fn$`,
 		// take the tick and quanta of its bucket: after the take when all
 		// were taken, else as it is. A key listed twice pays twice.
 		`CREATE OR REPLACE FUNCTION ` + fn("_take_all") + `(
-	keys bytea[], caps bigint[], ps numeric[], qs numeric[], costs bigint[], at_us bigint DEFAULT NULL,
+	keys bytea[], caps bigint[], ps numeric[], qs numeric[], costs bigint[], lock_ms int, at_us bigint DEFAULT NULL,
 	OUT now_us bigint, OUT denied int, OUT at_of bigint[], OUT q_of bigint[])
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $fn$
 DECLARE
 	n int := cardinality(keys);
 	locked boolean := false;
@@ -253,6 +263,7 @@ BEGIN
 	q_of := at_of;
 	LOOP
 		IF locked THEN
+			PERFORM set_config('lock_timeout', lock_ms::text, true);
 			INSERT INTO ` + t + ` (key, tick, quanta, expires)
 				SELECT u.k, 0, -1, now_us + 60000000 FROM (SELECT DISTINCT x AS k FROM unnest(keys) x) u ORDER BY u.k
 				ON CONFLICT (key) DO NOTHING;

@@ -37,14 +37,17 @@ func Sweep(ctx context.Context, db DB, o SweepOptions) (removed int64, err error
 	}
 	t := ident(o.Table)
 	sql := `WITH batch AS (
-	SELECT key FROM ` + t + ` WHERE $1::bytea IS NULL OR key > $1 ORDER BY key LIMIT $2
+	SELECT key FROM ` + t + ` WHERE key > $1 ORDER BY key LIMIT $2
 ), gone AS (
 	DELETE FROM ` + t + ` b USING batch WHERE b.key = batch.key
 		AND b.expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint
 	RETURNING 1
 )
-SELECT (SELECT max(key) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`
-	var after []byte
+SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`
+	// Keys are never empty: the empty string precedes them all. (A
+	// condition such as "$1 IS NULL OR key > $1" would forgo the index's
+	// range scan, and every batch would read the table from its start.)
+	after := []byte{}
 	for {
 		var seen, gone int64
 		var last []byte

@@ -101,7 +101,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		// The take's own Limiter: l may be another of the same DB.
 		tl := limiterOf(&takes[0])
 		u := tl.s.u
-		err = l.query(ctx, tl.s.take, []any{keys, int64(u.capacity), u.pArg, u.qArg, costs, at}, &nowUS, &den, &ats, &qs)
+		err = l.query(ctx, tl.s.take, []any{keys, int64(u.capacity), u.pArg, u.qArg, costs, tl.s.lockMS, at}, &nowUS, &den, &ats, &qs)
 		denied = -1
 		if err == nil && len(den) == 1 && den[0] {
 			denied = 0
@@ -115,7 +115,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 			caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
 		}
 		var k int32
-		err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, at}, &nowUS, &k, &ats, &qs)
+		err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, l.s.lockMS, at}, &nowUS, &k, &ats, &qs)
 		denied = int(k) - 1
 	}
 	if err == nil && (len(ats) != n || len(qs) != n) {

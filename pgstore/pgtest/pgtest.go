@@ -110,7 +110,9 @@ func credential() (*syscall.Credential, error) {
 // Start initialises a database cluster in a temporary directory and starts
 // PostgreSQL on a free loopback port; the test's cleanup stops it and
 // removes the directory. The server trusts local connections from user
-// "faucet" and trades durability for speed (fsync off): it is for tests.
+// "faucet" and trades durability against a crash of the machine for speed
+// (fsync off: WAL reaches the operating system, not the disk), which keeps
+// what a crash of PostgreSQL itself (Stop) keeps: it is for tests.
 func Start(tb testing.TB, settings ...string) *Server {
 	tb.Helper()
 	s, err := start(need(tb), settings)
@@ -157,7 +159,7 @@ func start(bin string, settings []string) (s *Server, err error) {
 	conf := []string{
 		"listen_addresses = '127.0.0.1'",
 		"unix_socket_directories = ''",
-		"fsync = off", "synchronous_commit = off", "full_page_writes = off",
+		"fsync = off", "full_page_writes = off",
 		"max_connections = 300", "shared_buffers = '128MB'",
 		"logging_collector = off", "log_min_messages = warning",
 	}
@@ -285,6 +287,11 @@ func tail(b []byte) string {
 // nothing waits), as a crash would but for the crash recovery on restart.
 // Stopping a stopped server does nothing.
 func (s *Server) Stop() { s.signal(syscall.SIGQUIT) }
+
+// StopClean shuts the server down cleanly (SIGINT, PostgreSQL's fast
+// shutdown: clients are disconnected, data written out), as an
+// administrator's restart would.
+func (s *Server) StopClean() { s.signal(syscall.SIGINT) }
 
 // Kill ends the server with SIGKILL.
 func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
