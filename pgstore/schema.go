@@ -74,6 +74,30 @@ func Install(ctx context.Context, db DB, s Schema) error {
 	return nil
 }
 
+// Check reports whether table (DefaultTable if "") and the functions Install
+// creates with it exist in db, so that a service finds out at start rather
+// than at its first request; the error says what is missing.
+func Check(ctx context.Context, db DB, table string) error {
+	if table == "" {
+		table = DefaultTable
+	}
+	if err := checkTable(table); err != nil {
+		return err
+	}
+	var hasTable bool
+	var funcs int
+	err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
+	(SELECT count(DISTINCT proname) FROM pg_proc WHERE proname IN ($2, $3, $4, $5) AND pg_function_is_visible(oid))`,
+		ident(table), table+"_take", table+"_take_all", table+"_advance", table+"_full").Scan(&hasTable, &funcs)
+	if err != nil {
+		return fmt.Errorf("pgstore: checking the schema of %s: %w", table, err)
+	}
+	if !hasTable || funcs != 4 {
+		return fmt.Errorf("pgstore: table %s or its functions are missing (found the table: %v, %d of 4 functions): create them with Install (faucet serve --postgres-install) or the statements of SQL", table, hasTable, funcs)
+	}
+	return nil
+}
+
 // SQL returns the statements Install runs, for administrators who create
 // the objects themselves.
 func SQL(s Schema) (string, error) {

@@ -60,11 +60,7 @@ type Store struct {
 // NewStore returns a Store on db. It does not own db: close db after
 // Close.
 func NewStore(db DB, opts StoreOptions) (*Store, error) {
-	if err := opts.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
-		return nil, err
-	}
-	sweep := SweepOptions{Table: opts.Table, Batch: opts.SweepBatch}
-	sweep, err := sweep.resolve()
+	sweep, err := opts.check()
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +84,21 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 		go s.sweep(db, sweep, every, logger)
 	}
 	return s, nil
+}
+
+// Check returns nil if NewStore accepts o, or the error it would return
+// (wrapping ErrInvalidConfig, naming the field), without a database.
+func (o StoreOptions) Check() error {
+	_, err := o.check()
+	return err
+}
+
+func (o StoreOptions) check() (SweepOptions, error) {
+	// With a limit every option combines with.
+	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
+		return SweepOptions{}, err
+	}
+	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
 }
 
 func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.Logger) {

@@ -44,6 +44,7 @@ type serveConfig struct {
 	validate        bool
 	http            httpFlags
 	redis           redisFlags
+	postgres        postgresFlags
 	jwt             jwtFlags
 	rls             rlsFlags
 	rulesDB         rulesDBFlags
@@ -94,6 +95,13 @@ variable FAUCET_REDIS_PASSWORD (and an ACL user name from FAUCET_REDIS_USERNAME)
 never from the command line. When Redis fails or answers later than
 --redis-timeout, each rule's fail_mode decides ("open" admits, "closed"
 answers 503).
+
+--postgres DSN keeps the buckets in a PostgreSQL table instead, with the same
+sharing and failure behaviour (--postgres-timeout); the password comes from
+PGPASSWORD or a password file, and a DSN holding one is refused.
+--postgres-install creates the table (UNLOGGED unless --postgres-logged) and
+its functions; without it they must exist. Rows of buckets that are full
+again are removed every --postgres-sweep.
 
 Rules that read JWT claims (jwt: keys and matches) need the tokens verified:
 with the keys of a JSON Web Key Set (--jwt-jwks-file or --jwt-jwks-url: RS256,
@@ -155,6 +163,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
 	cfg.http.register(fs)
 	cfg.redis.register(fs)
+	cfg.postgres.register(fs)
 	cfg.jwt.register(fs)
 	cfg.rls.register(fs)
 	cfg.rulesDB.register(fs)
@@ -259,8 +268,8 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	}
 	if _, ok := fullPolicies[cfg.onFull]; !ok {
 		problems = append(problems, fmt.Sprintf("--on-full: must be share or deny, got %q", cfg.onFull))
-	} else if cfg.onFull != "share" && cfg.redis.addrs != "" {
-		problems = append(problems, "--on-full: only means something without --redis: Redis expires its own buckets, and keeps no key table to fill")
+	} else if cfg.onFull != "share" && (cfg.redis.addrs != "" || cfg.postgres.dsn != "") {
+		problems = append(problems, "--on-full: only means something without --redis and --postgres: their buckets expire, and they keep no key table to fill")
 	}
 	if cfg.watch < 0 {
 		problems = append(problems, "--watch: must not be negative")
@@ -281,6 +290,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	}
 	problems = append(problems, cfg.http.problems(cfg.upstream != "")...)
 	problems = append(problems, cfg.redis.problems()...)
+	problems = append(problems, cfg.postgres.problems(cfg.redis.addrs)...)
 	problems = append(problems, cfg.jwt.problems()...)
 	problems = append(problems, cfg.rls.problems()...)
 	problems = append(problems, cfg.rulesDB.problems(cfg.rules)...)
@@ -356,7 +366,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 	opts.OnStoreError = func(err error) {
 		s.metrics.storeErrors.Inc()
 		if errors.Is(err, engine.ErrFallback) {
-			storeLog.Warn("bucket store failed, decided in memory at --redis-fallback-share", "err", err)
+			storeLog.Warn("bucket store failed, decided in memory at the fallback share", "err", err)
 			return
 		}
 		storeLog.Error("bucket store failed, each rule's fail_mode decided", "err", err)

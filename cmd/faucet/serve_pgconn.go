@@ -62,6 +62,11 @@ func openPG(ctx context.Context, flag, dsn string, timeout time.Duration) (*pgxp
 	if err != nil {
 		return nil, err
 	}
+	return openPGConfig(ctx, flag, cfg, timeout)
+}
+
+// openPGConfig is openPG for a parsed configuration.
+func openPGConfig(ctx context.Context, flag string, cfg *pgxpool.Config, timeout time.Duration) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %v", flag, err)

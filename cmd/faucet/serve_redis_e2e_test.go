@@ -72,6 +72,34 @@ func checkVia(t *testing.T, p *proc, ip string) httplimit.CheckResponse {
 	return out
 }
 
+// admittedAlternately sends n checks of one client to a and b in turn and
+// returns how many were admitted; every denial must be a 429 with a
+// Retry-After in whole seconds, and a store failure fails the test.
+func admittedAlternately(t *testing.T, a, b *proc, n int) int {
+	t.Helper()
+	admitted := 0
+	for i := range n {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		d := checkVia(t, p, "203.0.113.5")
+		switch {
+		case d.Allowed:
+			admitted++
+		case d.Reason == httplimit.ReasonStoreUnavailable:
+			t.Fatalf("check %d: the store failed (status %d): an error or no answer within the store's timeout", i, d.Status)
+		case d.Status != 429 || d.Headers["Retry-After"] == "":
+			t.Errorf("check %d denied with status %d, Retry-After %q; want 429 and a wait in seconds", i, d.Status, d.Headers["Retry-After"])
+		default:
+			if s, err := strconv.Atoi(d.Headers["Retry-After"]); err != nil || s < 1 {
+				t.Errorf("check %d: Retry-After %q, want a wait in whole seconds", i, d.Headers["Retry-After"])
+			}
+		}
+	}
+	return admitted
+}
+
 // Two faucet serve instances with the same rules and --redis enforce one
 // limit between them: burst 10 at 1 token per 100 s admits exactly 10 of 30
 // requests sent to them in turn, and denies the rest with 429 and
@@ -88,29 +116,7 @@ func TestServeRedisSharedLimitEndToEnd(t *testing.T) {
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
 	  "algorithm_config":{"rps":0.01,"burst":10},"fail_mode":"closed"}]}`)
-	admitted := func(a, b *proc) int {
-		n := 0
-		for i := range 30 {
-			p := a
-			if i%2 == 1 {
-				p = b
-			}
-			d := checkVia(t, p, "203.0.113.5")
-			switch {
-			case d.Allowed:
-				n++
-			case d.Reason == httplimit.ReasonStoreUnavailable:
-				t.Fatalf("check %d: the store failed (status %d): Redis gave an error or no answer within --redis-timeout", i, d.Status)
-			case d.Status != 429 || d.Headers["Retry-After"] == "":
-				t.Errorf("check %d denied with status %d, Retry-After %q; want 429 and a wait in seconds", i, d.Status, d.Headers["Retry-After"])
-			default:
-				if s, err := strconv.Atoi(d.Headers["Retry-After"]); err != nil || s < 1 {
-					t.Errorf("check %d: Retry-After %q, want a wait in whole seconds", i, d.Headers["Retry-After"])
-				}
-			}
-		}
-		return n
-	}
+	admitted := func(a, b *proc) int { return admittedAlternately(t, a, b, 30) }
 	a := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s")
 	b := startServe(t, "--rules", rules, "--redis", addr, "--redis-timeout", "10s")
 	if n := admitted(a, b); n != 10 {

@@ -103,6 +103,9 @@ var fullPolicies = map[string]engine.FullPolicy{"share": engine.FullShare, "deny
 // newStore builds the bucket store serve runs on, and the function that
 // closes it on shutdown. Every store option of serve is decided here.
 func newStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func() error, error) {
+	if cfg.postgres.dsn != "" {
+		return newPostgresStore(cfg, logger)
+	}
 	if cfg.redis.addrs == "" {
 		s := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: cfg.maxKeys, OnFull: fullPolicies[cfg.onFull]})
 		return s, s.Close, nil

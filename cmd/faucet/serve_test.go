@@ -138,6 +138,7 @@ func TestServeLogAndAdminFlagErrors(t *testing.T) {
 		{[]string{"--admin-listen", "", "--metrics-path", "/m"}, `--metrics-path: only means something with --admin-listen`},
 		{[]string{"--on-full", "admit"}, `--on-full: must be share or deny, got "admit"`},
 		{[]string{"--on-full", "deny", "--redis", "127.0.0.1:6379"}, `--on-full: only means something without --redis`},
+		{[]string{"--on-full", "deny", "--postgres", "postgres://u@127.0.0.1/db"}, `--on-full: only means something without --redis and --postgres`},
 	} {
 		code, _, errs := runArgs(append([]string{"serve", "--validate"}, tt.args...)...)
 		if code != 2 || !strings.Contains(errs, tt.msg) {
