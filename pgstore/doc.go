@@ -1,4 +1,84 @@
 // Package pgstore is a token-bucket rate limiter whose buckets live in
 // PostgreSQL, so that every instance of a service that shares a database
-// enforces one limit together.
+// enforces one limit together instead of one each: for teams that run
+// PostgreSQL and no Redis.
+//
+// A Limiter implements engine.Limiter with the Decision semantics of package
+// engine: the same Config fields for the limit, the same Decision (Allowed,
+// Remaining, RetryAfter, ResetAfter) and TakeAll for several buckets, all or
+// none. Code written against engine.Limiter switches with a change of
+// constructor:
+//
+//	pool, err := pgxpool.New(ctx, dsn)
+//	...
+//	err = pgstore.Install(ctx, pool, pgstore.Schema{}) // once, or at every start
+//	l, err := pgstore.New(pool, pgstore.Config{Limit: 10, Burst: 50})
+//	d, err := l.Take(ctx, userID, 1)
+//	if !d.Allowed {
+//		// 429, Retry-After: d.RetryAfter
+//	}
+//
+// # One statement, one clock
+//
+// Every decision is one statement, a function Install creates, so one round
+// trip: where the common pattern (BEGIN; INSERT ... ON CONFLICT DO NOTHING;
+// SELECT ... FOR UPDATE; compute in the application; UPDATE; COMMIT) takes
+// five, and holds the row lock across them. The function reads the
+// database's clock, the only clock, so instances need no synchronised
+// clocks; a bucket's time never moves back, so a clock that steps back
+// creates no tokens.
+//
+// The function reads the bucket without locking: a denial or a peek writes
+// nothing and locks nothing (writing on a denial would also restart the
+// refill), so a flood of denied requests costs the database reads only. A
+// take writes with a compare-and-swap, an UPDATE that applies only if the
+// row still holds the state it read, retried inside the function when a
+// concurrent take got there first; the UPDATE's row lock orders them. A
+// missing row is a full bucket: the first take inserts it.
+//
+// The arithmetic is the engine's, in exact integers (numeric): tokens in
+// quanta of 0.001, time in microseconds since the Unix epoch, the rate as a
+// fraction of quanta per microsecond taken from the engine's own
+// representation (fixedpoint.Layout.Rate), on the engine's refill grid,
+// every rounding toward denying. For Bursts up to 268,435 tokens (the
+// engine's 1 ns tick), a Limiter and an engine given the same times return
+// identical Decisions; the tests check this on random operation streams.
+//
+// # Rows and their expiry
+//
+// A row is a bucket that is not full: its key (bytes: any key, with
+// engine.BoundedKey's bound of 128 bytes), the microsecond its state was
+// taken at, the quanta it held and the microsecond it is full again. Past
+// that a row means nothing: Sweep deletes such rows walking the primary key
+// in batches (no statement touches more than SweepOptions.Batch rows, so a
+// flood of one-off keys never leads to an unbounded DELETE), and a Store
+// sweeps in the background. Only unindexed columns change on a take, so
+// takes are heap-only updates. The table is UNLOGGED unless
+// Schema.Logged: see Schema for the trade-off.
+//
+// # Several buckets
+//
+// TakeAll over Limiters on the same DB is one statement and atomic: it
+// evaluates without locking and returns a denial there; otherwise it locks
+// the rows in key order (concurrent calls cannot deadlock), evaluates again
+// and writes.
+//
+// # Failure
+//
+// Every statement has a deadline (Config.Timeout, 100 ms by default, on
+// top of the context's). A take that must wait for a row lock held by
+// someone else (a stuck transaction) gives up inside the database at nine
+// tenths of it, so that its error is certain that nothing was taken. When
+// the store fails, Config.OnFailure decides: FailOpen (the default) allows,
+// FailClosed denies, Fallback asks a local engine holding FallbackShare of
+// the limit; a breaker stops calling the database for BreakFor after
+// BreakAfter consecutive failures. The error wraps engine.ErrUnavailable
+// when nothing was taken for certain (not sent, refused, or failed in the
+// database, which rolls the statement back), else engine.ErrOutcomeUnknown
+// (the connection was lost or the deadline passed after sending: the
+// statement may have committed), and engine.ErrFallback when the local
+// engine decided.
+//
+// Bad configuration is an error naming the field and its range; nothing
+// panics.
 package pgstore

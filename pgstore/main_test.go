@@ -51,3 +51,6 @@ var prefixes atomic.Int64
 
 // uniquePrefix keeps the limiters of one database apart.
 func uniquePrefix() string { return "t" + strconv.FormatInt(prefixes.Add(1), 10) + ":" }
+
+// nopDB is a DB that is never called: for configuration tests.
+type nopDB struct{ DB }
