@@ -121,8 +121,8 @@ them). A change to a file in DIR (checked every --watch) or SIGHUP reloads
 them; buckets of unchanged limits are kept. --validate checks DIR too.
 
 With --audit-db DSN, every denial (and every request a shadow rule would
-have denied, flagged) becomes a row of --audit-table in PostgreSQL, created
-if missing (--audit-install). Rows are written in batches by one COPY each,
+have denied, flagged) becomes a row of --audit-table in PostgreSQL, which
+must exist (--audit-install creates it). Rows are written in batches by one COPY each,
 from a queue of --audit-queue denials: no request waits for the database.
 When the queue is full, because the database is slow or away, denials are
 dropped and counted (faucet_audit_dropped_total); when it is back, what the

@@ -29,14 +29,14 @@ func (f *auditFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dsn, "audit-db", "", "record every denial in PostgreSQL at this `DSN` (no password in it: set PGPASSWORD), in batches, never delaying a request")
 	fs.StringVar(&f.table, "audit-table", pgaudit.DefaultTable, "`TABLE` of the audit log (a lower-case identifier)")
 	fs.IntVar(&f.queue, "audit-queue", defaultAuditQueue, "most denials waiting to be written; beyond, they are dropped and counted")
-	fs.BoolVar(&f.install, "audit-install", true, "create the audit table and its indexes if they do not exist")
+	fs.BoolVar(&f.install, "audit-install", false, "create the audit table and its indexes if they do not exist (without it, they must)")
 }
 
 // problems lists what is wrong with the audit flags.
 func (f *auditFlags) problems() []string {
 	var problems []string
 	if f.dsn == "" {
-		if f.table != pgaudit.DefaultTable || f.queue != defaultAuditQueue || !f.install {
+		if f.table != pgaudit.DefaultTable || f.queue != defaultAuditQueue || f.install {
 			problems = append(problems, "--audit-table, --audit-queue, --audit-install: only mean something with --audit-db")
 		}
 		return problems
@@ -72,14 +72,16 @@ func (s *server) startAudit(opts *httplimit.Options) (*audit, error) {
 	if err != nil {
 		return nil, err
 	}
+	ictx, cancel := context.WithTimeout(ctx, auditConnectTimeout)
 	if f.install {
-		ictx, cancel := context.WithTimeout(ctx, auditConnectTimeout)
-		err := pgaudit.Install(ictx, pool, pgaudit.Schema{Table: f.table})
-		cancel()
-		if err != nil {
-			pool.Close()
-			return nil, fmt.Errorf("--audit-db: %w", err)
-		}
+		err = pgaudit.Install(ictx, pool, pgaudit.Schema{Table: f.table})
+	} else {
+		err = pgaudit.Check(ictx, pool, f.table)
+	}
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("--audit-db: %w", err)
 	}
 	log := s.throttled("audit")
 	w, err := pgaudit.NewWriter(pool, pgaudit.Options{Table: f.table, QueueSize: f.queue, OnError: func(err error) {

@@ -49,7 +49,11 @@ func TestServeAuditEndToEnd(t *testing.T) {
 	srv := pgtest.Start(t, "synchronous_commit = on")
 	rules := t.TempDir() + "/rules.json"
 	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":0.001,"burst":1}}]}`)
-	p := startServe(t, "--rules", rules, "--audit-db", srv.DSN(), "--audit-table", "denials", "--audit-queue", "5")
+	// Without the table, the start fails and says how to create it.
+	if code, _, errs := runArgs("serve", "--rules", rules, "--audit-db", srv.DSN(), "--audit-table", "denials", "--listen", "127.0.0.1:0"); code == 0 || !strings.Contains(errs, "--audit-install") {
+		t.Fatalf("no audit table: exit %d, %q; want a failed start pointing at --audit-install", code, errs)
+	}
+	p := startServe(t, "--rules", rules, "--audit-db", srv.DSN(), "--audit-table", "denials", "--audit-queue", "5", "--audit-install")
 	// query scans the one row of sql on the audit database.
 	query := func(sql string, dest ...any) {
 		t.Helper()

@@ -155,8 +155,19 @@ func TestInstallOnSeedTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The seed's table lacks two columns a Writer writes: Check says so,
+	// and is satisfied once Install has added them.
+	if err := pgaudit.Check(context.Background(), pool, ""); err == nil || !strings.Contains(err.Error(), "lacks columns") {
+		t.Errorf("Check of the seed's table: %v, want it to find columns missing", err)
+	}
+	if err := pgaudit.Check(context.Background(), pool, "nosuchtable"); err == nil || !strings.Contains(err.Error(), "Install") {
+		t.Errorf("Check of a missing table: %v, want it to say how to create it", err)
+	}
 	if err := pgaudit.Install(context.Background(), pool, pgaudit.Schema{RulesTable: "ratelimitrule"}); err != nil {
 		t.Fatal(err)
+	}
+	if err := pgaudit.Check(context.Background(), pool, ""); err != nil {
+		t.Errorf("Check after Install: %v", err)
 	}
 	// A rule_id the rules table lacks breaks the foreign key: that row
 	// alone is rejected.
