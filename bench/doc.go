@@ -7,5 +7,7 @@
 // redis-server: it starts one on a free loopback port, or uses the server
 // at FAUCET_REDIS_ADDR (redis.sh does that, to measure redis-benchmark's
 // ceiling on the same server), and skips without one unless
-// FAUCET_REQUIRE_REDIS=1.
+// FAUCET_REQUIRE_REDIS=1. BenchmarkPostgres (postgres.sh) also starts a
+// PostgreSQL server through pgstore/pgtest, and skips without PostgreSQL's
+// binaries unless FAUCET_REQUIRE_POSTGRES=1.
 package bench

@@ -91,9 +91,28 @@ func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []s
 	if err := redisCommand(addr, "CONFIG RESETSTAT"); err != nil {
 		b.Fatal(err)
 	}
+	elapsed, admitted, all := runCallers(b, check, callers, keys, seq)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "checks/s")
+	b.ReportMetric(float64(all.ValueAtQuantile(50)), "p50-ns")
+	b.ReportMetric(float64(all.ValueAtQuantile(99)), "p99-ns")
+	b.ReportMetric(float64(admitted)/float64(b.N), "admit/op")
+	usec, calls, err := redisScriptTime(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(usec)*1e3/float64(b.N), "server-ns/op")
+	b.ReportMetric(float64(calls)/float64(b.N), "scripts/op")
+}
+
+// runCallers makes b.N checks from callers goroutines and times them: the
+// checks' span (the timer runs for it alone), how many were admitted, and
+// every call's latency. Each caller walks seq from a point of its own. A
+// failed check fails the benchmark.
+func runCallers(b *testing.B, check redisCheck, callers int, keys []string, seq []int32) (elapsed time.Duration, admitted int64, latency *hdrhistogram.Histogram) {
 	var (
+		ctx      = context.Background()
 		next     atomic.Int64 // checks handed out so far
-		admitted atomic.Int64
+		nAdmit   atomic.Int64
 		failures atomic.Int64
 		mu       sync.Mutex // guards all and firstErr
 		firstErr error
@@ -128,7 +147,7 @@ func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []s
 					ok++
 				}
 			}
-			admitted.Add(ok)
+			nAdmit.Add(ok)
 			mu.Lock()
 			all.Merge(h)
 			mu.Unlock()
@@ -139,19 +158,10 @@ func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []s
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
-	elapsed := time.Since(t0)
+	elapsed = time.Since(t0)
 	b.StopTimer()
 	if n := failures.Load(); n > 0 {
 		b.Fatalf("%d of %d checks failed; first: %v", n, b.N, firstErr)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "checks/s")
-	b.ReportMetric(float64(all.ValueAtQuantile(50)), "p50-ns")
-	b.ReportMetric(float64(all.ValueAtQuantile(99)), "p99-ns")
-	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admit/op")
-	usec, calls, err := redisScriptTime(addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(usec)*1e3/float64(b.N), "server-ns/op")
-	b.ReportMetric(float64(calls)/float64(b.N), "scripts/op")
+	return elapsed, nAdmit.Load(), all
 }

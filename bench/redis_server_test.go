@@ -17,7 +17,8 @@ import (
 // The Redis benchmarks need one Redis server. bench/redis.sh starts one and
 // passes its address in FAUCET_REDIS_ADDR, so that redis-benchmark measures
 // the same server; otherwise the first Redis benchmark starts a private
-// redis-server on a free loopback port, and TestMain stops it.
+// redis-server on a free loopback port, and TestMain stops it (and the
+// PostgreSQL server of BenchmarkPostgres, if one started).
 
 var redisOnce struct {
 	sync.Once
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) {
 		c.Wait()
 		os.RemoveAll(redisOnce.dir)
 	}
+	closePostgres()
 	os.Exit(code)
 }
 
@@ -108,29 +110,11 @@ func pingRedis(addr string, d time.Duration) error {
 // scripts (EVALSHA and EVAL, the commands they call included), and how many
 // it ran, since its statistics were last reset (CONFIG RESETSTAT).
 func redisScriptTime(addr string) (usec, calls int64, err error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	body, err := redisInfo(addr, "commandstats")
 	if err != nil {
 		return 0, 0, err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprint(c, "INFO commandstats\r\n"); err != nil {
-		return 0, 0, err
-	}
-	r := bufio.NewReader(c)
-	head, err := r.ReadString('\n')
-	if err != nil {
-		return 0, 0, err
-	}
-	var n int
-	if _, err := fmt.Sscanf(head, "$%d", &n); err != nil {
-		return 0, 0, fmt.Errorf("INFO commandstats: %q", head)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, 0, err
-	}
-	for line := range strings.SplitSeq(string(body), "\r\n") {
+	for line := range strings.SplitSeq(body, "\r\n") {
 		name, stats, ok := strings.Cut(line, ":")
 		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
 			continue
@@ -152,6 +136,33 @@ func redisScriptTime(addr string) (usec, calls int64, err error) {
 		}
 	}
 	return usec, calls, nil
+}
+
+// redisInfo returns a section of INFO's reply, lines ending in CRLF.
+func redisInfo(addr, section string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(c, "INFO %s\r\n", section); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	var n int
+	if _, err := fmt.Sscanf(head, "$%d", &n); err != nil {
+		return "", fmt.Errorf("INFO %s: %q", section, head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
 }
 
 // redisCommand sends one inline command (no arguments with spaces) and

@@ -194,6 +194,16 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(rls)
+	pg, err := postgresSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(pg)
+	audit, err := auditSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(audit)
 	return buf.Bytes(), nil
 }
 
