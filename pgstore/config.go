@@ -5,12 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"math/big"
-	"strconv"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/fixedpoint"
 )
 
@@ -24,32 +23,21 @@ func invalid(format string, args ...any) error {
 
 // FailurePolicy is what a Limiter answers when the store cannot decide: the
 // database is down, slow past the deadline, or refuses the statement
-// (Config.OnFailure). The call returns that answer with its error.
-type FailurePolicy int
+// (Config.OnFailure). The call returns that answer with its error. The
+// policies are every remote store's (package failpolicy).
+type FailurePolicy = failpolicy.Policy
 
 const (
 	// FailOpen allows the request and changes nothing: an outage lifts the
 	// limit, it never blocks traffic.
-	FailOpen FailurePolicy = iota
+	FailOpen = failpolicy.FailOpen
 	// FailClosed denies the request, with RetryAfter the Limiter's Timeout.
-	FailClosed
+	FailClosed = failpolicy.FailClosed
 	// Fallback decides with a local engine.Engine holding FallbackShare of
 	// the limit, so that N instances keeping 1/N each enforce about the
 	// shared limit between them while the database is away.
-	Fallback
+	Fallback = failpolicy.Fallback
 )
-
-func (p FailurePolicy) String() string {
-	switch p {
-	case FailOpen:
-		return "fail-open"
-	case FailClosed:
-		return "fail-closed"
-	case Fallback:
-		return "fallback"
-	}
-	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
-}
 
 // Config describes a Limiter. Limit and Burst are required and mean what they
 // mean in engine.Config, with the same ranges; the zero value of every other
@@ -97,10 +85,9 @@ type Config struct {
 const DefaultTimeout = 100 * time.Millisecond
 
 const (
-	defaultBreakAfter      = 5
-	defaultBreakFor        = time.Second
-	defaultFallbackMaxKeys = 1_000_000
-	maxPrefix              = 256
+	defaultBreakAfter = 5
+	defaultBreakFor   = time.Second
+	maxPrefix         = 256
 )
 
 // settings is a validated Config with its defaults applied.
@@ -110,11 +97,10 @@ type settings struct {
 	fallbackConfig engine.Config
 	fallback       *engine.Engine
 	// keyBase starts every bucket's key: Prefix and the limit's tag.
-	keyBase   string
-	take      string // SQL calling Table_take
-	takeAll   string // SQL calling Table_take_all
-	breakWhen int
-	lockMS    int32 // lock_timeout of a take, in milliseconds
+	keyBase string
+	take    string // SQL calling Table_take
+	takeAll string // SQL calling Table_take_all
+	lockMS  int32  // lock_timeout of a take, in milliseconds
 }
 
 // Check returns nil if New accepts c, or the error it would return, which
@@ -161,14 +147,8 @@ func (c Config) settings() (*settings, error) {
 	case s.Timeout == 0:
 		s.Timeout = DefaultTimeout
 	}
-	switch {
-	case s.BreakAfter == 0:
+	if s.BreakAfter == 0 {
 		s.BreakAfter = defaultBreakAfter
-		s.breakWhen = defaultBreakAfter
-	case s.BreakAfter < 0:
-		s.breakWhen = math.MaxInt
-	default:
-		s.breakWhen = s.BreakAfter
 	}
 	switch {
 	case s.BreakFor < 0:
@@ -194,39 +174,12 @@ func (c Config) settings() (*settings, error) {
 
 // applyFailure checks OnFailure and the fallback fields.
 func (s *settings) applyFailure() error {
-	switch s.OnFailure {
-	case FailOpen, FailClosed:
-		if s.FallbackShare != 0 {
-			return invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", s.FallbackShare)
-		}
-		if s.FallbackMaxKeys != 0 {
-			return invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", s.FallbackMaxKeys)
-		}
-		return nil
-	case Fallback:
-		share := s.FallbackShare
-		if math.IsNaN(share) || share <= 0 || share > 1 {
-			return invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", share)
-		}
-		b := math.Floor(s.Burst*share*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
-		if b < 1 {
-			return invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", share, s.Burst*share)
-		}
-		maxKeys := s.FallbackMaxKeys
-		switch {
-		case maxKeys == 0:
-			maxKeys = defaultFallbackMaxKeys
-		case maxKeys < 0:
-			maxKeys = 0
-		}
-		cfg := engine.Config{Limit: s.Limit * engine.Limit(share), Burst: b, MaxKeys: maxKeys}
-		if err := engine.CheckLimit(cfg.Limit, cfg.Burst); err != nil {
-			return fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, share, err)
-		}
-		s.fallbackConfig = cfg
-		return nil
+	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(s.OnFailure))
+	s.fallbackConfig = cfg
+	return nil
 }
 
 // units is a limit in the functions' terms: capacity in quanta, the rate

@@ -3,12 +3,12 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"sync/atomic"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -30,16 +30,16 @@ type Limiter struct {
 	db DB
 	// conn identifies the database handle: Limiters with equal conns are
 	// decided together in one TakeAll.
-	conn   any
-	stats  counters
-	broken atomic.Int64 // unix nanos until which the breaker is open
-	fails  atomic.Int64 // consecutive store failures
+	conn    any
+	stats   counters
+	breaker *failpolicy.Breaker
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
 
 type counters struct {
-	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped, calls atomic.Uint64
+	failpolicy.Counters
+	allowed, denied, skipped, calls atomic.Uint64
 }
 
 // Stats is a snapshot of a Limiter's counters.
@@ -63,8 +63,8 @@ type Stats struct {
 func (l *Limiter) Stats() Stats {
 	c := &l.stats
 	return Stats{
-		Allowed: c.allowed.Load(), Denied: c.denied.Load(), StoreErrors: c.storeErrors.Load(),
-		FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(), Fallback: c.fallback.Load(),
+		Allowed: c.allowed.Load(), Denied: c.denied.Load(), StoreErrors: c.StoreErrors.Load(),
+		FailedOpen: c.FailedOpen.Load(), FailedClosed: c.FailedClosed.Load(), Fallback: c.Fallback.Load(),
 		Skipped: c.skipped.Load(), Calls: c.calls.Load(),
 	}
 }
@@ -84,7 +84,7 @@ func New(db DB, cfg Config) (*Limiter, error) {
 	if db == nil || reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil() {
 		return nil, invalid("db must not be nil")
 	}
-	l := &Limiter{s: s, db: db, conn: db}
+	l := &Limiter{s: s, db: db, conn: db, breaker: failpolicy.NewBreaker(s.BreakAfter, s.BreakFor)}
 	if t := reflect.TypeOf(db); !t.Comparable() {
 		l.conn = l
 	}
@@ -161,7 +161,7 @@ func (l *Limiter) Tokens(ctx context.Context, key string) (float64, error) {
 // query runs a statement with the Limiter's deadline and breaker, scanning
 // its one row into dst.
 func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any) error {
-	if until := l.broken.Load(); until != 0 && time.Now().UnixNano() < until {
+	if l.breaker.Open() {
 		l.stats.skipped.Add(1)
 		return unsentError{ErrBreakerOpen}
 	}
@@ -181,17 +181,10 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 		}
 	}
 	if err != nil {
-		if l.fails.Add(1) >= int64(l.s.breakWhen) {
-			l.broken.Store(time.Now().Add(l.s.BreakFor).UnixNano())
-		}
+		l.breaker.Failed()
 		return err
 	}
-	if l.fails.Load() != 0 {
-		l.fails.Store(0)
-	}
-	if l.broken.Load() != 0 {
-		l.broken.Store(0)
-	}
+	l.breaker.Succeeded()
 	return nil
 }
 
@@ -217,18 +210,9 @@ func unsent(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// storeError is the error returned for a failed call: err classified as
-// engine.ErrUnavailable when nothing was taken, else
-// engine.ErrOutcomeUnknown, plus engine.ErrFallback when the local engines
-// decided the whole call.
+// storeError is the error returned for a failed call (failpolicy.Error):
+// nothing was taken when the caller knows it or err says so.
 func storeError(err error, nothingTaken, fellBack bool) error {
-	kind := engine.ErrOutcomeUnknown
 	var u unsentError
-	if nothingTaken || errors.As(err, &u) {
-		kind = engine.ErrUnavailable
-	}
-	if fellBack {
-		return fmt.Errorf("pgstore: %w: %w: %w", engine.ErrFallback, kind, err)
-	}
-	return fmt.Errorf("pgstore: %w: %w", kind, err)
+	return failpolicy.Error("pgstore", err, nothingTaken || errors.As(err, &u), fellBack)
 }

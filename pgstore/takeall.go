@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 )
 
 // TakeAll takes every take's tokens, or none, in one statement: atomic, as
@@ -173,49 +174,15 @@ func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Deci
 }
 
 // fail fills out with the policies' answer for a call the store could not
-// decide and returns the denied index and the classified error.
+// decide, counts it, and returns the denied index and the classified error.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
-	denied := -1
-	var local []engine.Take
-	var where []int
+	ft := make([]failpolicy.Take, len(takes))
 	for i := range takes {
 		tl := limiterOf(&takes[i])
-		tl.stats.storeErrors.Add(1)
-		switch tl.s.OnFailure {
-		case FailOpen:
-			tl.stats.failedOpen.Add(1)
-			out[i] = engine.Decision{Allowed: true, Remaining: tl.s.Burst}
-		case FailClosed:
-			tl.stats.failedClosed.Add(1)
-			out[i] = engine.Decision{RetryAfter: tl.s.Timeout}
-			if denied < 0 {
-				denied = i
-			}
-		case Fallback:
-			tl.stats.fallback.Add(1)
-			local = append(local, engine.Take{Limiter: tl.s.fallback, Key: takes[i].Key, N: takes[i].N})
-			where = append(where, i)
-		}
+		ft[i] = failpolicy.Take{Policy: tl.s.OnFailure, Fallback: tl.s.fallback, Timeout: tl.s.Timeout,
+			Burst: tl.s.Burst, Key: takes[i].Key, N: takes[i].N}
+		tl.stats.Count(tl.s.OnFailure)
 	}
-	if len(local) > 0 {
-		if denied >= 0 {
-			for _, i := range where {
-				out[i] = engine.Decision{RetryAfter: l.s.Timeout}
-			}
-		} else {
-			dec := make([]engine.Decision, len(local))
-			if k, _ := local[0].Limiter.TakeAll(context.Background(), local, dec); k >= 0 {
-				denied = where[k]
-			}
-			for j, i := range where {
-				out[i] = dec[j]
-			}
-		}
-	}
-	if denied >= 0 {
-		for i := range takes {
-			out[i].Allowed = false
-		}
-	}
-	return denied, storeError(err, nothingTaken, len(where) == len(takes))
+	denied, fellBack := failpolicy.Answer(ft, out)
+	return denied, storeError(err, nothingTaken, fellBack)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/fixedpoint"
 )
 
@@ -22,32 +23,21 @@ var ErrInvalidConfig = errors.New("redisstore: invalid config")
 
 // FailurePolicy is what a Limiter answers when the store cannot decide:
 // Redis is down, slow past the deadline, or the reply is malformed
-// (Config.OnFailure). The call returns that answer with its error.
-type FailurePolicy int
+// (Config.OnFailure). The call returns that answer with its error. The
+// policies are every remote store's (package failpolicy).
+type FailurePolicy = failpolicy.Policy
 
 const (
 	// FailOpen allows the request and changes nothing. A store outage then
 	// lifts the limit; it never blocks traffic.
-	FailOpen FailurePolicy = iota
+	FailOpen = failpolicy.FailOpen
 	// FailClosed denies the request, with RetryAfter the Limiter's Timeout.
-	FailClosed
+	FailClosed = failpolicy.FailClosed
 	// Fallback decides with a local engine.Engine whose Limit and Burst are
 	// FallbackShare of the Config's, so that N instances that each keep
 	// 1/N enforce about the global limit between them while Redis is away.
-	Fallback
+	Fallback = failpolicy.Fallback
 )
-
-func (p FailurePolicy) String() string {
-	switch p {
-	case FailOpen:
-		return "fail-open"
-	case FailClosed:
-		return "fail-closed"
-	case Fallback:
-		return "fallback"
-	}
-	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
-}
 
 // Config describes a Limiter. Limit and Burst are required and mean what they
 // mean in engine.Config, with the same ranges; the zero value of every other
@@ -110,10 +100,7 @@ const (
 	defaultBreakAfter = 5
 	defaultBreakFor   = time.Second
 	defaultMaxBatch   = 64
-	// defaultFallbackMaxKeys is serve's --max-keys default, for the same
-	// reason: about 60 MB of buckets at most.
-	defaultFallbackMaxKeys = 1_000_000
-	maxMaxBatch            = 1000
+	maxMaxBatch       = 1000
 	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
 	maxExact = 1 << 53
 	// maxPQ bounds the rate fraction's numerator and denominator.
@@ -272,10 +259,8 @@ type settings struct {
 	qArg           string
 	fillArg        string
 	// keyBase starts every bucket's key: Prefix and the limit's tag.
-	keyBase   string
-	breakFor  time.Duration
-	breakWhen int
-	maxBatch  int
+	keyBase  string
+	maxBatch int
 }
 
 // Check returns nil if New and NewGoRedis accept c, or the error they would
@@ -355,15 +340,8 @@ func (s *settings) applyBreaker() error {
 	case s.BreakFor == 0:
 		s.BreakFor = defaultBreakFor
 	}
-	s.breakFor = s.BreakFor
-	switch {
-	case s.BreakAfter == 0:
+	if s.BreakAfter == 0 {
 		s.BreakAfter = defaultBreakAfter
-		s.breakWhen = defaultBreakAfter
-	case s.BreakAfter < 0:
-		s.breakWhen = math.MaxInt
-	default:
-		s.breakWhen = s.BreakAfter
 	}
 	return nil
 }
@@ -382,46 +360,12 @@ func (s *settings) applyMaxBatch() error {
 // applyFailure checks OnFailure and the fallback fields, and derives the
 // fallback engine's Config.
 func (s *settings) applyFailure() error {
-	switch s.OnFailure {
-	case FailOpen, FailClosed:
-		if s.FallbackShare != 0 {
-			return invalid("FallbackShare must be 0 unless OnFailure is Fallback, got %v", s.FallbackShare)
-		}
-		if s.FallbackMaxKeys != 0 {
-			return invalid("FallbackMaxKeys must be 0 unless OnFailure is Fallback, got %d", s.FallbackMaxKeys)
-		}
-		return nil
-	case Fallback:
-		cfg, err := fallbackConfig(s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
-		s.fallbackConfig = cfg
-		return err
+	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return invalid("OnFailure must be FailOpen, FailClosed or Fallback, got %d", int(s.OnFailure))
-}
-
-// fallbackConfig is the Config of the fallback engine of a Limiter with
-// limit and burst: share of both, its Burst rounded down to a multiple of
-// 0.001, and at most maxKeys buckets (Config.FallbackMaxKeys). It checks
-// them as engine.New would.
-func fallbackConfig(limit engine.Limit, burst, share float64, maxKeys int) (engine.Config, error) {
-	if math.IsNaN(share) || share <= 0 || share > 1 {
-		return engine.Config{}, invalid("FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", share)
-	}
-	b := math.Floor(burst*share*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
-	if b < 1 {
-		return engine.Config{}, invalid("FallbackShare %v leaves the fallback Burst %v below 1 token", share, burst*share)
-	}
-	switch {
-	case maxKeys == 0:
-		maxKeys = defaultFallbackMaxKeys
-	case maxKeys < 0:
-		maxKeys = 0 // the engine's unbounded
-	}
-	cfg := engine.Config{Limit: limit * engine.Limit(share), Burst: b, MaxKeys: maxKeys}
-	if err := engine.CheckLimit(cfg.Limit, cfg.Burst); err != nil {
-		return engine.Config{}, fmt.Errorf("%w: FallbackShare %v gives a fallback engine that is not valid: %w", ErrInvalidConfig, share, err)
-	}
-	return cfg, nil
+	s.fallbackConfig = cfg
+	return nil
 }
 
 // applyUnits derives the scripts' units, their arguments and the keys'

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 )
 
 // Check validates a Config with its fallback settings as New does, and
@@ -23,7 +24,7 @@ func TestCheckBuildsNothing(t *testing.T) {
 	if err != nil || s.fallback != nil {
 		t.Fatalf("settings: %v, fallback engine %v; want none built", err, s.fallback)
 	}
-	if f := s.fallbackConfig; f.Limit != 2.5 || f.Burst != 5 || f.MaxKeys != defaultFallbackMaxKeys {
+	if f := s.fallbackConfig; f.Limit != 2.5 || f.Burst != 5 || f.MaxKeys != failpolicy.DefaultFallbackMaxKeys {
 		t.Fatalf("fallback config %+v", f)
 	}
 	v, err := cfg.validate()

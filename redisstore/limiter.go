@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/fixedpoint"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -24,10 +25,9 @@ type Limiter struct {
 	c client
 	// conn identifies the client: Limiters with equal conns can be decided
 	// together in one TakeAll.
-	conn   any
-	stats  counters
-	broken atomic.Int64 // unix nanos until which the breaker is open
-	fails  atomic.Int64 // consecutive store failures
+	conn    any
+	stats   counters
+	breaker *failpolicy.Breaker
 	// batches reports that concurrent Take calls share scripts (see
 	// batch.go): MaxBatch above 1 on a client that is not a cluster's.
 	batches bool
@@ -40,7 +40,8 @@ type Limiter struct {
 var _ engine.Limiter = (*Limiter)(nil)
 
 type counters struct {
-	allowed, denied, storeErrors, failedOpen, failedClosed, fallback, skipped, scripts atomic.Uint64
+	failpolicy.Counters
+	allowed, denied, skipped, scripts atomic.Uint64
 }
 
 // Stats is a snapshot of a Limiter's counters.
@@ -108,7 +109,8 @@ func newLimiter(c client, cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{s: s, c: c, conn: c.conn(), batches: s.maxBatch > 1 && !c.sharded()}
+	l := &Limiter{s: s, c: c, conn: c.conn(), batches: s.maxBatch > 1 && !c.sharded(),
+		breaker: failpolicy.NewBreaker(s.BreakAfter, s.BreakFor)}
 	if t := reflect.TypeOf(l.conn); t == nil || !t.Comparable() {
 		// A client value that cannot be compared cannot be told apart
 		// from another: this Limiter then decides TakeAlls alone.
@@ -214,10 +216,10 @@ func (l *Limiter) Stats() Stats {
 	return Stats{
 		Allowed:      c.allowed.Load(),
 		Denied:       c.denied.Load(),
-		StoreErrors:  c.storeErrors.Load(),
-		FailedOpen:   c.failedOpen.Load(),
-		FailedClosed: c.failedClosed.Load(),
-		Fallback:     c.fallback.Load(),
+		StoreErrors:  c.StoreErrors.Load(),
+		FailedOpen:   c.FailedOpen.Load(),
+		FailedClosed: c.FailedClosed.Load(),
+		Fallback:     c.Fallback.Load(),
 		Skipped:      c.skipped.Load(),
 		Scripts:      c.scripts.Load(),
 	}
@@ -226,11 +228,9 @@ func (l *Limiter) Stats() Stats {
 // call runs a script under the Limiter's deadline and keeps the breaker.
 // Its error is an unsentError when the script certainly did not run.
 func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]int64, error) {
-	if until := l.broken.Load(); until != 0 {
-		if time.Now().UnixNano() < until {
-			l.stats.skipped.Add(1)
-			return nil, unsentError{ErrBreakerOpen}
-		}
+	if l.breaker.Open() {
+		l.stats.skipped.Add(1)
+		return nil, unsentError{ErrBreakerOpen}
 	}
 	// A caller's own deadline that comes first already bounds the call.
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
@@ -252,17 +252,10 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 		}
 	}
 	if err != nil {
-		if l.fails.Add(1) >= int64(l.s.breakWhen) {
-			l.broken.Store(time.Now().Add(l.s.breakFor).UnixNano())
-		}
+		l.breaker.Failed()
 		return nil, err
 	}
-	if l.fails.Load() != 0 {
-		l.fails.Store(0)
-	}
-	if l.broken.Load() != 0 {
-		l.broken.Store(0)
-	}
+	l.breaker.Succeeded()
 	return v, nil
 }
 
@@ -307,19 +300,10 @@ func refused(err error) bool {
 // unsent reports whether err, from call, is an unsentError.
 func unsent(err error) bool { return errors.As(err, new(unsentError)) }
 
-// storeError is the error a call returns when the store could not decide:
-// err, wrapped with engine.ErrUnavailable when nothingTaken, else with
-// engine.ErrOutcomeUnknown, and with engine.ErrFallback too when fellBack
-// (the local engines decided).
+// storeError is the error a call returns when the store could not decide
+// (failpolicy.Error).
 func storeError(err error, nothingTaken, fellBack bool) error {
-	class := engine.ErrOutcomeUnknown
-	if nothingTaken {
-		class = engine.ErrUnavailable
-	}
-	if fellBack {
-		return fmt.Errorf("redisstore: %w: %w: %w", engine.ErrFallback, class, err)
-	}
-	return fmt.Errorf("redisstore: %w: %w", class, err)
+	return failpolicy.Error("redisstore", err, nothingTaken, fellBack)
 }
 
 // scriptCost returns n in quanta, or units.never for a cost no bucket of l
