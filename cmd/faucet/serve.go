@@ -313,15 +313,7 @@ func (cfg *serveConfig) loadRules() ([]httplimit.Rule, error) {
 	if cfg.rules == "" {
 		return defaultRules, nil
 	}
-	data, err := os.ReadFile(cfg.rules)
-	if err != nil {
-		return nil, err
-	}
-	rules, err := httplimit.ParseRules(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.rules, err)
-	}
-	return rules, nil
+	return httplimit.FileSource(cfg.rules).Rules(context.Background())
 }
 
 // server is one running `faucet serve`.
