@@ -63,7 +63,7 @@ func postgresSection(dir string) (string, error) {
 					server = us(v)
 				}
 				fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %s | %s | %.1f %% | %.2f | %s | %s |\n", k, im, c, cps,
-					us(get("p50-sec", k, im, c)), us(get("p99-sec", k, im, c)), 100*get("admit/op", k, im, c),
+					usOrMs(get("p50-sec", k, im, c)), usOrMs(get("p99-sec", k, im, c)), 100*get("admit/op", k, im, c),
 					get("stmts/op", k, im, c), us(get("client-cpu-sec/op", k, im, c)), server)
 			}
 		}
@@ -157,7 +157,7 @@ func ratio(a, b float64) string {
 
 // loadNote says the machine's load average at the start and end of a run,
 // from the comment lines its script wrote ("# ... load average: 1.0, ..."),
-// or "" if it has none.
+// or "" if it has none. The numbers follow the line's last colon.
 func loadNote(file string) string {
 	var loads []string
 	for line := range strings.SplitSeq(readFile(file), "\n") {
@@ -165,7 +165,7 @@ func loadNote(file string) string {
 			continue
 		}
 		if _, l, ok := strings.Cut(line, "load average"); ok {
-			l = strings.TrimLeft(l, ": ")
+			l = l[strings.LastIndexByte(l, ':')+1:]
 			loads = append(loads, strings.Join(strings.FieldsFunc(l, func(r rune) bool { return r == ',' || r == ' ' }), ", "))
 		}
 	}
@@ -173,4 +173,12 @@ func loadNote(file string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (load average over 1, 5 and 15 minutes: %s at the start, %s at the end)", loads[0], loads[1])
+}
+
+// usOrMs prints seconds as microseconds below 10 ms, else as milliseconds.
+func usOrMs(sec float64) string {
+	if sec < 0.01 {
+		return us(sec)
+	}
+	return fmt.Sprintf("%.0f ms", sec*1e3)
 }
