@@ -141,7 +141,7 @@ func auditSection(dir string) (string, error) {
 		fmt.Fprintf(&b, "unaudited %.1f µs), %.0f %% of one core at that rate, and drops %.1f %% of them.\n",
 			off*1e6, 100*(on-off)*20000, 100*get("drops/op", "DeniedAt20k", "on"))
 	}
-	b.WriteString("\nReproduce (from the repository root; pgaudit's tests start their own PostgreSQL):\n\n```\n")
+	b.WriteString("\nReproduce: `cd bench && ./audit.sh` (COUNT=10 runs of each; pgaudit's benchmarks start their own PostgreSQL). From the repository root it runs\n\n```\n")
 	b.WriteString("go test -run '^$' -bench '^BenchmarkDenied$' -count 10 ./pgstore/pgaudit\n")
 	b.WriteString("go test -run '^$' -bench '^BenchmarkDeniedAt20k$' -benchtime 40000x -count 10 ./pgstore/pgaudit\n```\n")
 	return b.String(), nil
