@@ -26,7 +26,7 @@ func BenchmarkTake(b *testing.B) {
 		limit float64
 		n     float64
 	}{
-		{"op=allow", 1e9, 1}, // always refilled: every take writes
+		{"op=allow", 1e9, 1},  // always refilled: every take writes
 		{"op=deny", 0.001, 2}, // never passes: reads only
 		{"op=peek", 1, 0},
 	} {
