@@ -1,6 +1,7 @@
 package failpolicy
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 	"time"
@@ -52,5 +53,19 @@ func (b *Breaker) Succeeded() {
 	}
 	if b.until.Load() != 0 {
 		b.until.Store(0)
+	}
+}
+
+// Observe records the outcome of a call made for caller: a success closes
+// the breaker; a failure counts unless caller had already ended, since a
+// caller that gave up (a client gone) says nothing about the store, and
+// counting it would let a client open the breaker, lifting the limit of
+// every key, by aborting its requests.
+func (b *Breaker) Observe(caller context.Context, err error) {
+	switch {
+	case err == nil:
+		b.Succeeded()
+	case caller.Err() == nil:
+		b.Failed()
 	}
 }

@@ -1,6 +1,7 @@
 package failpolicy
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -99,6 +100,27 @@ func TestBreaker(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	if short.Open() {
 		t.Fatal("still open after its hold")
+	}
+}
+
+func TestBreakerObserve(t *testing.T) {
+	b := NewBreaker(2, time.Hour)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		b.Observe(gone, context.Canceled)
+	}
+	if b.Open() {
+		t.Fatal("failures of callers that had given up opened the breaker")
+	}
+	b.Observe(context.Background(), errors.New("down"))
+	b.Observe(context.Background(), errors.New("down"))
+	if !b.Open() {
+		t.Fatal("two store failures did not open it")
+	}
+	b.Observe(context.Background(), nil)
+	if b.Open() {
+		t.Fatal("a success did not close it")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"time"
 
@@ -168,7 +169,7 @@ func (c Config) settings() (*settings, error) {
 	// A row lock held past nine tenths of the deadline fails the statement
 	// in the database, so that the error says for certain that nothing was
 	// taken, rather than the deadline's "may have been".
-	s.lockMS = int32(max(1, s.Timeout*9/10/time.Millisecond))
+	s.lockMS = int32(min(max(1, s.Timeout*9/10/time.Millisecond), math.MaxInt32))
 	return s, nil
 }
 

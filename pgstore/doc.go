@@ -26,7 +26,8 @@
 // five, and holds the row lock across them. The function reads the
 // database's clock, the only clock, so instances need no synchronised
 // clocks; a bucket's time never moves back, so a clock that steps back
-// creates no tokens.
+// creates no tokens (nor does one that steps back by less than a minute
+// after a sweep removed the row of a full bucket: see Sweep).
 //
 // The function reads the bucket without locking: a denial or a peek writes
 // nothing and locks nothing (writing on a denial would also restart the
@@ -49,10 +50,11 @@
 // A row is a bucket that is not full: its key (bytes: any key, with
 // engine.BoundedKey's bound of 128 bytes), the microsecond its state was
 // taken at, the quanta it held and the microsecond it is full again. Past
-// that a row means nothing: Sweep deletes such rows walking the primary key
-// in batches (no statement touches more than SweepOptions.Batch rows, so a
-// flood of one-off keys never leads to an unbounded DELETE), and a Store
-// sweeps in the background. Only unindexed columns change on a take, so
+// that a row means nothing: Sweep deletes such rows, a minute later,
+// walking the primary key in batches (no statement touches more than
+// SweepOptions.Batch rows, so a flood of one-off keys never leads to an
+// unbounded DELETE) and skipping rows a take holds; a Store sweeps in the
+// background. Only unindexed columns change on a take, so
 // takes are heap-only updates. The table is UNLOGGED unless
 // Schema.Logged: see Schema for the trade-off.
 //
@@ -60,8 +62,9 @@
 //
 // TakeAll over Limiters on the same DB is one statement and atomic: it
 // evaluates without locking and returns a denial there; otherwise it locks
-// the rows in key order (concurrent calls cannot deadlock), evaluates again
-// and writes.
+// the rows in key order (so concurrent TakeAlls do not deadlock each
+// other), evaluates again and writes. The functions need READ COMMITTED
+// isolation, PostgreSQL's default, and refuse a session with another.
 //
 // # Failure
 //
@@ -73,11 +76,13 @@
 // FailClosed denies, Fallback asks a local engine holding FallbackShare of
 // the limit; a breaker stops calling the database for BreakFor after
 // BreakAfter consecutive failures. The error wraps engine.ErrUnavailable
-// when nothing was taken for certain (not sent, refused, or failed in the
-// database, which rolls the statement back), else engine.ErrOutcomeUnknown
-// (the connection was lost or the deadline passed after sending: the
-// statement may have committed), and engine.ErrFallback when the local
-// engine decided.
+// when nothing was taken for certain (not sent, no connection to be had,
+// or an ERROR from the database, which rolls the statement back), else
+// engine.ErrOutcomeUnknown (the connection was lost, the deadline passed
+// after sending, or the backend was terminated: the statement may have
+// committed), and engine.ErrFallback when the local engine decided. Callers
+// that give up and rows held by stuck transactions do not count toward the
+// breaker: neither says the database is down.
 //
 // Bad configuration is an error naming the field and its range; nothing
 // panics.

@@ -189,6 +189,11 @@ func TestTakeAllEquivalence(t *testing.T) {
 				if out[i].Allowed {
 					t.Fatalf("op %d take %d of %v: allowed in a denied call", op, i, takes)
 				}
+				// The denied take's wait is the same: until its bucket
+				// holds what the call's takes of it cost up to it.
+				if i == k && out[i].RetryAfter != want[i].RetryAfter {
+					t.Fatalf("op %d denied take %d of %v: RetryAfter %v, engine %v", op, i, takes, out[i].RetryAfter, want[i].RetryAfter)
+				}
 				continue
 			}
 			if !same(out[i], want[i]) {

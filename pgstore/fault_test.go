@@ -355,3 +355,51 @@ func TestDoneContext(t *testing.T) {
 		t.Fatalf("stats %+v: want no statement sent, one fail-closed answer", s)
 	}
 }
+
+// TestConnectFailureTookNothing: with every connection gone and the server
+// refusing new ones, a call fails getting a connection, before sending
+// anything: the error says that nothing was taken.
+func TestConnectFailureTookNothing(t *testing.T) {
+	srv, pool := ownPool(t, "pgstore-refused", nil, Schema{})
+	l := mustNew(t, pool, Config{Limit: 1, Burst: 5, Timeout: 2 * time.Second, BreakAfter: -1})
+	if _, err := l.Take(context.Background(), "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	pool.Reset()
+	for i := range 3 {
+		_, err := l.Take(context.Background(), "k", 1)
+		if !errors.Is(err, engine.ErrUnavailable) {
+			t.Fatalf("call %d to a server refusing connections: %v, want ErrUnavailable", i, err)
+		}
+	}
+}
+
+// TestBreakerIgnoresCallersAndRows: callers that give up and rows held by
+// a stuck transaction do not open the breaker, which would lift the limit
+// of every key: a client could do that on purpose by aborting requests.
+func TestBreakerIgnoresCallersAndRows(t *testing.T) {
+	srv, pool := ownPool(t, "pgstore-breaker", nil, Schema{})
+	l := mustNew(t, pool, Config{Limit: frozen, Burst: 5, Timeout: 300 * time.Millisecond, BreakAfter: 2, BreakFor: time.Hour})
+	ctx := context.Background()
+	if d, err := l.Take(ctx, "stuck", 1); err != nil || !d.Allowed {
+		t.Fatal(d, err)
+	}
+	lockRow(t, srv.DSN(), l, "stuck")
+	for range 3 {
+		if _, err := l.Take(ctx, "stuck", 1); err == nil {
+			t.Fatal("a take of a locked row succeeded")
+		}
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Take(gone, "k", 1); err == nil {
+			t.Fatal("a take with a cancelled context succeeded")
+		}
+	}
+	if d, err := l.Take(ctx, "other", 1); err != nil || !d.Allowed {
+		t.Fatalf("another key after locked rows and cancelled callers: %+v %v, want the breaker closed", d, err)
+	}
+	if s := l.Stats(); s.Skipped != 0 {
+		t.Fatalf("the breaker answered %d calls", s.Skipped)
+	}
+}

@@ -11,11 +11,13 @@ import (
 	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DB is what a Limiter needs of a connection: *pgxpool.Pool (use one: it is
 // safe for concurrent use and replaces broken connections) or *pgx.Conn
-// (for a single goroutine).
+// (for a single goroutine), never a transaction (pgx.Tx), whose rollback
+// would undo takes that were answered.
 type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -81,7 +83,7 @@ func New(db DB, cfg Config) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if db == nil || reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil() {
+	if isNil(db) {
 		return nil, invalid("db must not be nil")
 	}
 	l := &Limiter{s: s, db: db, conn: db, breaker: failpolicy.NewBreaker(s.BreakAfter, s.BreakFor)}
@@ -89,6 +91,12 @@ func New(db DB, cfg Config) (*Limiter, error) {
 		l.conn = l
 	}
 	return l, nil
+}
+
+// isNil reports whether db is nil or a nil pointer.
+func isNil(db DB) bool {
+	v := reflect.ValueOf(db)
+	return db == nil || v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Close releases the fallback engine, if any; it does not close db. Takes
@@ -165,6 +173,7 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 		l.stats.skipped.Add(1)
 		return unsentError{ErrBreakerOpen}
 	}
+	caller := ctx
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
@@ -175,17 +184,55 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 		err = unsentError{err}
 	} else {
 		l.stats.calls.Add(1)
-		err = l.db.QueryRow(ctx, sql, args...).Scan(dst...)
-		if err != nil && unsent(err) {
-			err = unsentError{err}
+		err = l.run(ctx, sql, args, dst)
+	}
+	if !keyLevel(err) {
+		// A row held by a stuck transaction says nothing about the
+		// database either: one hot key must not lift every key's limit.
+		l.breaker.Observe(caller, err)
+	}
+	return err
+}
+
+// acquirer is a pool: *pgxpool.Pool.
+type acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// run sends the statement and scans its row. From a pool it acquires the
+// connection first, so that a failure to get one (the server refuses
+// connections, the pool stays exhausted until the deadline) is known to
+// have sent nothing.
+func (l *Limiter) run(ctx context.Context, sql string, args []any, dst []any) error {
+	db := l.db
+	if p, ok := db.(acquirer); ok {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			return unsentError{err}
 		}
+		defer c.Release()
+		db = c
 	}
-	if err != nil {
-		l.breaker.Failed()
-		return err
+	err := db.QueryRow(ctx, sql, args...).Scan(dst...)
+	if err != nil && unsent(err) {
+		err = unsentError{err}
 	}
-	l.breaker.Succeeded()
-	return nil
+	return err
+}
+
+// keyLevel reports whether err is about one bucket's row rather than the
+// database: a lock held past lock_timeout, a deadlock or serialization
+// failure.
+func keyLevel(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "55P03", "40P01", "40001":
+		return true
+	}
+	return false
 }
 
 // unsentError marks an error after which the statement certainly did not
@@ -196,18 +243,22 @@ func (e unsentError) Error() string { return e.err.Error() }
 func (e unsentError) Unwrap() error { return e.err }
 
 // unsent reports whether err proves that nothing was taken: the statement
-// was never sent (pgconn.SafeToRetry: a failed dial, a refused connection),
-// or the database answered with an error, which rolls the statement back
-// (a statement timeout, a lock timeout, a terminated backend's FATAL, a
-// missing function). A connection lost after sending, or a deadline that
-// passed while waiting for the reply, is not: the statement may have
+// was never sent (pgconn.SafeToRetry, a failed connection attempt), or the
+// database answered it with an ERROR, which rolls the statement back (a
+// statement timeout, a lock timeout, a missing function). A FATAL is not
+// proof: a backend terminated while it waits for a synchronous standby has
+// committed locally. Nor is a connection lost after sending, or a deadline
+// that passed while waiting for the reply: the statement may have
 // committed.
 func unsent(err error) bool {
 	if pgconn.SafeToRetry(err) {
 		return true
 	}
+	if ce := (*pgconn.ConnectError)(nil); errors.As(err, &ce) {
+		return true
+	}
 	var pe *pgconn.PgError
-	return errors.As(err, &pe)
+	return errors.As(err, &pe) && pe.Severity == "ERROR"
 }
 
 // storeError is the error returned for a failed call (failpolicy.Error):

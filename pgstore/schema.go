@@ -113,6 +113,16 @@ func SQL(s Schema) (string, error) {
 // ident quotes a name for SQL.
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
+// isolationCheck starts the take functions: the compare-and-swap relies on
+// each statement seeing the latest committed rows (READ COMMITTED); under a
+// stricter isolation a contended take would fail with a serialization error
+// instead of retrying, so another is refused with a clear error.
+const isolationCheck = `	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'faucet: the bucket functions need READ COMMITTED isolation, the session uses %', current_setting('transaction_isolation')
+			USING ERRCODE = '0A000';
+	END IF;
+`
+
 // schemaSQL is the table and the functions of s.
 //
 // A row is a bucket that is not full: key, the microsecond since the Unix
@@ -211,7 +221,7 @@ DECLARE
 	tk bigint;
 	tries int;
 BEGIN
-	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+` + isolationCheck + `	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
 	denied := array_fill(false, ARRAY[n]);
 	at_of := array_fill(0::bigint, ARRAY[n]);
 	q_of := at_of;
@@ -282,7 +292,7 @@ DECLARE
 	a bigint;
 	tk bigint;
 BEGIN
-	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+` + isolationCheck + `	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
 	at_of := array_fill(0::bigint, ARRAY[n]);
 	q_of := at_of;
 	LOOP
@@ -342,6 +352,8 @@ BEGIN
 			END LOOP;
 			RETURN;
 		END IF;
+		-- Only peeks: nothing to write, nothing to lock.
+		EXIT WHEN NOT EXISTS (SELECT 1 FROM unnest(costs) c WHERE c > 0);
 		IF locked AND coalesce(cardinality(rk), 0) = (SELECT count(DISTINCT x) FROM unnest(keys) x) THEN
 			EXIT;
 		END IF;

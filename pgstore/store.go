@@ -57,14 +57,15 @@ type Store struct {
 	once sync.Once
 }
 
-// NewStore returns a Store on db. It does not own db: close db after
-// Close.
+// NewStore returns a Store on db, which must be safe for concurrent use (a
+// *pgxpool.Pool): the sweeper uses it beside the takes. It does not own db:
+// close db after Close.
 func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	sweep, err := opts.check()
 	if err != nil {
 		return nil, err
 	}
-	if db == nil {
+	if isNil(db) {
 		return nil, invalid("db must not be nil")
 	}
 	s := &Store{stop: make(chan struct{})}

@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// sweepMargin is how long after its bucket is full again a row is kept. A
+// take reads the clock once, when it starts: had Sweep removed the row of a
+// bucket that was full only by Sweep's later reading, the take would find
+// no row and create a full bucket at its earlier time, a refill early. The
+// margin covers any take's duration, and a database clock that steps back
+// by less.
+const sweepMargin = time.Minute
+
 // DefaultSweepBatch is the rows a sweep statement looks at when
 // SweepOptions.Batch is 0.
 const DefaultSweepBatch = 1000
@@ -21,11 +29,11 @@ type SweepOptions struct {
 	Timeout time.Duration
 }
 
-// Sweep removes the rows of buckets that are full again (their expiry has
-// passed: a missing row is a full bucket), walking the table once in key
-// order, Batch rows per statement, so that no statement holds locks on, or
-// scans, more than Batch rows. A take racing with it is safe: the DELETE
-// re-checks each row's expiry under its lock. It returns the rows removed.
+// Sweep removes the rows of buckets that have been full again for a minute
+// (a missing row is a full bucket), walking the table once in key order,
+// Batch rows per statement, so that no statement holds locks on, or scans,
+// more than Batch rows. It skips rows a take holds locked, and never waits
+// for one. It returns the rows removed.
 //
 // Removed rows leave dead tuples that autovacuum makes reusable; after a
 // flood of one-off keys the table stops growing rather than shrinking
@@ -36,11 +44,19 @@ func Sweep(ctx context.Context, db DB, o SweepOptions) (removed int64, err error
 		return 0, err
 	}
 	t := ident(o.Table)
+	// The batch walks the primary key whatever the rows hold, so that
+	// each statement looks at Batch rows at most; of those it locks the
+	// expired ones that no take holds (SKIP LOCKED: a sweep never waits
+	// for a take, and takes wait for it only while it deletes), in key
+	// order, and deletes them.
 	sql := `WITH batch AS (
 	SELECT key FROM ` + t + ` WHERE key > $1 ORDER BY key LIMIT $2
+), doomed AS (
+	SELECT b.key FROM ` + t + ` b JOIN batch USING (key)
+	WHERE b.expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $3
+	ORDER BY b.key FOR UPDATE OF b SKIP LOCKED
 ), gone AS (
-	DELETE FROM ` + t + ` b USING batch WHERE b.key = batch.key
-		AND b.expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+	DELETE FROM ` + t + ` d USING doomed WHERE d.key = doomed.key
 	RETURNING 1
 )
 SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`
@@ -54,7 +70,7 @@ SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM 
 		err := func() error {
 			bctx, cancel := context.WithTimeout(ctx, o.Timeout)
 			defer cancel()
-			return db.QueryRow(bctx, sql, after, o.Batch).Scan(&last, &seen, &gone)
+			return db.QueryRow(bctx, sql, after, o.Batch, sweepMargin.Microseconds()).Scan(&last, &seen, &gone)
 		}()
 		if err != nil {
 			return removed, fmt.Errorf("pgstore: sweep %s: %w", o.Table, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/pgstore/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -147,5 +148,22 @@ func TestSweepBatchOption(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), strings.TrimSpace(field)) {
 			t.Errorf("%+v: %v, want an invalid-config error naming %s", o, err, field)
 		}
+	}
+}
+
+// A row held locked by a transaction is skipped, not waited for: the sweep
+// finishes at once and removes the others.
+func TestSweepSkipsLockedRows(t *testing.T) {
+	db := newDB(t, Schema{})
+	l := mustNew(t, db, Config{Limit: 10, Burst: 5, Prefix: uniquePrefix()})
+	flood(t, db, l, "k", 100, time.Now().Add(-time.Hour).UnixMicro())
+	lockRow(t, pgtest.Shared(t).DSNOf(db.Config().ConnConfig.Database), l, "k7")
+	start := time.Now()
+	removed, err := Sweep(context.Background(), db, SweepOptions{Batch: 10, Timeout: 10 * time.Second})
+	if err != nil || removed != 99 {
+		t.Fatalf("sweep: %d removed, %v; want the 99 rows not locked", removed, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("sweep took %v: it waited for the locked row", took)
 	}
 }

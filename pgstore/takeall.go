@@ -17,10 +17,10 @@ import (
 // with the wait until take i alone would pass, and denied is k. A take that
 // can never pass (N above its Burst, negative, NaN) is reported before
 // anything is taken. Concurrent TakeAlls lock their rows in one order, so
-// they never deadlock.
+// they do not deadlock each other.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter on the same DB value as
-// l: otherwise the error wraps engine.ErrNilLimiter or
+// Every takes[i].Limiter must be a non-nil *Limiter on the same DB value and
+// Table as l: otherwise the error wraps engine.ErrNilLimiter or
 // engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
 // engine.ErrShortOut.
 //
@@ -54,6 +54,9 @@ func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
 			return fmt.Errorf("pgstore: %w: takes[%d] is a %T, not a *pgstore.Limiter", engine.ErrForeignTake, i, takes[i].Limiter)
 		case tl.conn != l.conn:
 			return fmt.Errorf("pgstore: %w: takes[%d] is a Limiter on another DB", engine.ErrForeignTake, i)
+		case tl.s.Table != l.s.Table:
+			// One statement reads one table.
+			return fmt.Errorf("pgstore: %w: takes[%d] is a Limiter on table %s, not %s", engine.ErrForeignTake, i, tl.s.Table, l.s.Table)
 		}
 	}
 	return nil
@@ -138,14 +141,37 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if never >= 0 {
 		denied = never
 	}
+	if denied >= 0 && never < 0 {
+		out[denied].RetryAfter = waitForRepeats(takes, out, ats, qs, nowUS, denied)
+	}
+	// Every take counts once, as in the engine: allowed if the call was.
 	for i := range takes {
-		if denied >= 0 && i == denied {
+		if denied >= 0 {
 			limiterOf(&takes[i]).stats.denied.Add(1)
-		} else if denied < 0 {
+		} else {
 			limiterOf(&takes[i]).stats.allowed.Add(1)
 		}
 	}
 	return denied, time.UnixMicro(nowUS), nil
+}
+
+// waitForRepeats is the RetryAfter of the denied take k of a call: the wait
+// until take k passes in its bucket, reported as it is, once the call's
+// earlier takes from the same bucket are made (they passed: k is the first
+// denial), as the engine reports it; positive when only those earlier takes
+// stood in the way.
+func waitForRepeats(takes []engine.Take, out []engine.Decision, ats, qs []int64, now int64, k int) time.Duration {
+	u := limiterOf(&takes[k]).s.u
+	var earlier uint64
+	for j := range k {
+		if takes[j].Limiter == takes[k].Limiter && takes[j].Key == takes[k].Key {
+			earlier += u.cost(takes[j].N)
+		}
+	}
+	if earlier == 0 || earlier > uint64(qs[k]) {
+		return out[k].RetryAfter
+	}
+	return u.wait(ats[k], uint64(qs[k])-earlier, u.cost(takes[k].N), now)
 }
 
 // errReply is wrapped by the error for a reply the Limiter cannot read.

@@ -108,6 +108,26 @@ func TestBreakerIsUnavailable(t *testing.T) {
 	}
 }
 
+// Callers that give up do not open the breaker: a client could otherwise
+// lift the limit of every key by aborting its requests.
+func TestCancelledCallersDoNotBreak(t *testing.T) {
+	s := startRedis(t)
+	l, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, BreakAfter: 2, BreakFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		if _, err := l.Take(gone, "k", 1); err == nil {
+			t.Fatal("a take with a cancelled context succeeded")
+		}
+	}
+	if d, err := l.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("after cancelled callers: %+v %v, want the breaker closed", d, err)
+	}
+}
+
 // A context that ended before the call sends nothing.
 func TestDoneContextIsUnavailable(t *testing.T) {
 	s := startRedis(t)

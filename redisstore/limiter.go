@@ -232,6 +232,7 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 		l.stats.skipped.Add(1)
 		return nil, unsentError{ErrBreakerOpen}
 	}
+	caller := ctx
 	// A caller's own deadline that comes first already bounds the call.
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
 		var cancel context.CancelFunc
@@ -241,8 +242,8 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 	var v []int64
 	var err error
 	if err = ctx.Err(); err != nil {
-		// Not sent; a failure for the breaker, as the clients' own
-		// refusal of a done context always was.
+		// Not sent; a failure for the breaker only if the deadline was
+		// the Limiter's (failpolicy.Breaker.Observe).
 		err = unsentError{err}
 	} else {
 		l.stats.scripts.Add(1)
@@ -251,11 +252,10 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 			err = unsentError{err}
 		}
 	}
+	l.breaker.Observe(caller, err)
 	if err != nil {
-		l.breaker.Failed()
 		return nil, err
 	}
-	l.breaker.Succeeded()
 	return v, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ func pgConfig(flag, dsn string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
+// keywordPassword finds a password keyword in a keyword/value DSN: at the
+// start or after a space, any case, spaces allowed before '='.
+var keywordPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=`)
+
 // hasPassword reports whether a PostgreSQL connection string, URL or
 // keyword/value form, names a password.
 func hasPassword(dsn string) bool {
@@ -47,12 +52,8 @@ func hasPassword(dsn string) bool {
 		}
 		return u.Query().Has("password")
 	}
-	for _, f := range strings.Fields(dsn) {
-		if k, _, ok := strings.Cut(f, "="); ok && strings.EqualFold(strings.TrimSpace(k), "password") {
-			return true
-		}
-	}
-	return false
+	// Keyword/value form: libpq and pgx allow spaces around '='.
+	return keywordPassword.MatchString(dsn)
 }
 
 // openPG connects a pool for flag's DSN and checks that the server answers

@@ -12,6 +12,8 @@ func TestPGConfigRefusesPasswords(t *testing.T) {
 		"postgres://u@127.0.0.1/db?password=secret",
 		"host=127.0.0.1 user=u password=secret",
 		"host=127.0.0.1 PASSWORD=secret",
+		"host=127.0.0.1 password = secret",
+		"password =secret host=127.0.0.1",
 	} {
 		_, err := pgConfig("postgres", dsn)
 		if err == nil || !strings.Contains(err.Error(), "--postgres") || !strings.Contains(err.Error(), "PGPASSWORD") {
@@ -24,6 +26,7 @@ func TestPGConfigRefusesPasswords(t *testing.T) {
 	for _, dsn := range []string{
 		"postgres://u@127.0.0.1:5432/db?sslmode=disable",
 		"host=127.0.0.1 user=u dbname=db",
+		"host=127.0.0.1 user=password_admin dbname=db",
 	} {
 		if _, err := pgConfig("postgres", dsn); err != nil {
 			t.Errorf("%q: %v", dsn, err)
