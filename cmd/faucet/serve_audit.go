@@ -8,6 +8,7 @@ import (
 
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/faucetgo/faucet/pgstore/pgaudit"
+	"github.com/faucetgo/faucet/pgstore/pgrules"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -84,9 +85,14 @@ func (s *server) startAudit(opts *httplimit.Options) (*audit, error) {
 		return nil, fmt.Errorf("--audit-db: %w", err)
 	}
 	log := s.throttled("audit")
-	w, err := pgaudit.NewWriter(pool, pgaudit.Options{Table: f.table, QueueSize: f.queue, OnError: func(err error) {
+	o := pgaudit.Options{Table: f.table, QueueSize: f.queue, OnError: func(err error) {
 		log.Error("audit log: writing denials failed, retrying; the queue holds them meanwhile", "err", err)
-	}})
+	}}
+	if s.cfg.rulesDB.dsn != "" {
+		// Rules from a table: each denial names its row.
+		o.RuleID = pgrules.RuleIDOf
+	}
+	w, err := pgaudit.NewWriter(pool, o)
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/faucetgo/faucet/pgstore/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // The seed's table, as the design gives it: --rules-db-install adds the
@@ -52,7 +55,8 @@ func TestServeRulesDBEndToEnd(t *testing.T) {
 		t.Errorf("--validate with a bad row: exit %d, want 2 and the row's problem:\n%s", code, out)
 	}
 
-	p := startServe(t, "--rules-db", dsn, "--rules-db-install", "--rules-db-user-key", "header:x-user", "--rules-db-poll", "1h")
+	p := startServe(t, "--rules-db", dsn, "--rules-db-install", "--rules-db-user-key", "header:x-user", "--rules-db-poll", "1h",
+		"--audit-db", dsn, "--audit-install")
 	if !regexp.MustCompile(`rows left out.*rule 2: rate_per_second`).MatchString(p.log()) {
 		t.Error("the bad row was not logged at start")
 	}
@@ -64,6 +68,21 @@ func TestServeRulesDBEndToEnd(t *testing.T) {
 	}
 	if allowed("192.0.2.1") {
 		t.Fatal("fourth request allowed, want the burst of 3 spent")
+	}
+	// The denial is in the audit log under its row's rule_id.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := queryRow(t, dsn, `SELECT count(*) FROM ratelimitviolation WHERE rule_id = 1 AND rule_name = 'rule-1'`, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d audit rows with rule_id 1 after 20 s, want the one denial", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// checkVia asks for path /x: one bucket for all its clients.
@@ -110,4 +129,17 @@ func TestServeRulesDBRefusals(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d and %q:\n%s", tt.args, code, tt.code, tt.want, out)
 		}
 	}
+}
+
+// queryRow runs a query on dsn and scans its row into dst.
+func queryRow(t *testing.T, dsn, sql string, dst ...any) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.QueryRow(ctx, sql).Scan(dst...)
 }

@@ -119,13 +119,31 @@ func (m Mapping) Rules(rows []Row, opts httplimit.Options) ([]httplimit.Rule, er
 	return kept, &RowsError{Problems: probs}
 }
 
+// RuleName is the name of the rule a row with ruleID becomes: "rule-"
+// and the id, in RateLimit headers, metrics and logs.
+func RuleName(ruleID int64) string { return "rule-" + strconv.FormatInt(ruleID, 10) }
+
+// RuleIDOf is the rule_id of a rule named by RuleName, for records that
+// refer to the row (pgaudit.Options.RuleID); false for any other name.
+func RuleIDOf(name string) (int64, bool) {
+	digits, ok := strings.CutPrefix(name, "rule-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || RuleName(id) != name {
+		return 0, false
+	}
+	return id, true
+}
+
 // rule maps a row, or reports every reason it cannot be.
 func (m Mapping) rule(row Row) (httplimit.Rule, []*Problem) {
 	var probs []*Problem
 	bad := func(column, format string, args ...any) {
 		probs = append(probs, &Problem{RuleID: row.RuleID, Column: column, Problem: fmt.Sprintf(format, args...)})
 	}
-	r := httplimit.Rule{Name: "rule-" + strconv.FormatInt(row.RuleID, 10), Rate: row.RatePerSecond, Burst: float64(row.BurstCapacity)}
+	r := httplimit.Rule{Name: RuleName(row.RuleID), Rate: row.RatePerSecond, Burst: float64(row.BurstCapacity)}
 	prefix, rest, _ := strings.Cut(row.KeyPattern, ":")
 	switch row.Scope {
 	case "ip", "user":

@@ -200,3 +200,17 @@ func TestMappingChecksItsKeys(t *testing.T) {
 		t.Errorf("err = %v, want both keys refused", err)
 	}
 }
+
+// A rule's name leads back to its row, and only a canonical name does.
+func TestRuleIDOf(t *testing.T) {
+	for _, id := range []int64{0, 1, 42, 1<<63 - 1} {
+		if got, ok := pgrules.RuleIDOf(pgrules.RuleName(id)); !ok || got != id {
+			t.Errorf("RuleIDOf(RuleName(%d)) = %d, %v", id, got, ok)
+		}
+	}
+	for _, name := range []string{"rule-", "rule-007", "rule-+7", "rule-x", "per-ip", "rule-7 ", "rule-99999999999999999999"} {
+		if id, ok := pgrules.RuleIDOf(name); ok {
+			t.Errorf("RuleIDOf(%q) = %d, want no id", name, id)
+		}
+	}
+}
