@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // The seed's table, as the design gives it: --rules-db-install adds the
@@ -73,7 +71,7 @@ func TestServeRulesDBEndToEnd(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var n int
-		if err := queryRow(t, dsn, `SELECT count(*) FROM ratelimitviolation WHERE rule_id = 1 AND rule_name = 'rule-1'`, &n); err != nil {
+		if err := pgtest.QueryRow(dsn, `SELECT count(*) FROM ratelimitviolation WHERE rule_id = 1 AND rule_name = 'rule-1'`, &n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 1 {
@@ -129,17 +127,4 @@ func TestServeRulesDBRefusals(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d and %q:\n%s", tt.args, code, tt.code, tt.want, out)
 		}
 	}
-}
-
-// queryRow runs a query on dsn and scans its row into dst.
-func queryRow(t *testing.T, dsn, sql string, dst ...any) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
-	return c.QueryRow(ctx, sql).Scan(dst...)
 }

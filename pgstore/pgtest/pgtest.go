@@ -325,6 +325,22 @@ func (s *Server) Exec(tb testing.TB, sql string, args ...any) {
 
 // ExecDSN runs SQL on the database of dsn.
 func (s *Server) ExecDSN(dsn, sql string, args ...any) error {
+	return withConn(dsn, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
+// QueryRow runs a query on the database of dsn and scans its one row into
+// dst.
+func QueryRow(dsn, sql string, dst ...any) error {
+	return withConn(dsn, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, sql).Scan(dst...)
+	})
+}
+
+// withConn runs f on a connection of its own to dsn, within 30 s.
+func withConn(dsn string, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, dsn)
@@ -332,8 +348,7 @@ func (s *Server) ExecDSN(dsn, sql string, args ...any) error {
 		return err
 	}
 	defer c.Close(ctx)
-	_, err = c.Exec(ctx, sql, args...)
-	return err
+	return f(ctx, c)
 }
 
 var (
