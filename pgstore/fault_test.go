@@ -403,3 +403,48 @@ func TestBreakerIgnoresCallersAndRows(t *testing.T) {
 		t.Fatalf("the breaker answered %d calls", s.Skipped)
 	}
 }
+
+// TestStalledServer: a server that stops answering (SIGSTOP) costs each
+// call its deadline, no more, and the breaker then answers at once; the
+// server's return ends the outage.
+func TestStalledServer(t *testing.T) {
+	srv, pool := ownPool(t, "pgstore-stall", nil, Schema{})
+	timeout := 300 * time.Millisecond
+	l := mustNew(t, pool, Config{Limit: 1, Burst: 5, Timeout: timeout, OnFailure: FailClosed, BreakAfter: 3, BreakFor: 500 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := l.Take(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	for i := range 5 {
+		start := time.Now()
+		d, err := l.Take(ctx, "k", 1)
+		if took := time.Since(start); took > timeout+2*time.Second {
+			t.Fatalf("call %d to a stalled server took %v, deadline %v", i, took, timeout)
+		}
+		if err == nil || !classified(err) || d.Allowed {
+			t.Fatalf("call %d to a stalled server: %+v %v, want fail-closed with a classified error", i, d, err)
+		}
+		if i >= 3 && !errors.Is(err, ErrBreakerOpen) {
+			t.Fatalf("call %d after 3 failures: %v, want the breaker's answer", i, err)
+		}
+	}
+	srv.Resume()
+	resumed = true
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if d, err := l.Take(ctx, "k2", 1); err == nil && d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no success within 20 s of the server's return")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -293,6 +293,39 @@ func (s *Server) Stop() { s.signal(syscall.SIGQUIT) }
 // administrator's restart would.
 func (s *Server) StopClean() { s.signal(syscall.SIGINT) }
 
+// Pause stops every process of the server (SIGSTOP): connections stay
+// open and nothing answers, as a stalled server. Resume undoes it.
+func (s *Server) Pause() { s.groupSignal(syscall.SIGSTOP) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.groupSignal(syscall.SIGCONT) }
+
+// groupSignal signals the postmaster and its children, which PostgreSQL
+// puts in sessions of their own (so not the process group).
+func (s *Server) groupSignal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	syscall.Kill(pid, sig)
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(st)))
+			syscall.Kill(child, sig)
+		}
+	}
+}
+
 // Kill ends the server with SIGKILL.
 func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
 
