@@ -76,7 +76,7 @@ func main() {
 }
 
 // newProxy mirrors faucet serve's proxy: same transport settings, same
-// forwarding header handling, no limiter.
+// forwarding header handling, same pool of copy buffers, no limiter.
 func newProxy(u *url.URL) http.Handler {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
@@ -86,7 +86,22 @@ func newProxy(u *url.URL) http.Handler {
 			pr.SetURL(u)
 			pr.SetXForwarded()
 		},
-		Transport: t,
+		Transport:  t,
+		BufferPool: copyBuffers{},
+	}
+}
+
+var copyBufferPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// copyBuffers is faucet serve's pool of the buffers a response body is
+// copied through.
+type copyBuffers struct{}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().(*[32 << 10]byte)[:] }
+
+func (copyBuffers) Put(b []byte) {
+	if len(b) == 32<<10 {
+		copyBufferPool.Put((*[32 << 10]byte)(b))
 	}
 }
 

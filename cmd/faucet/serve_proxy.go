@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,7 +47,8 @@ func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 				pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body}
 			}
 		},
-		Transport: t,
+		Transport:  t,
+		BufferPool: copyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if b, ok := r.Body.(*clientBody); ok && b.failed() != nil {
 				// The client failed to send its body (--read-timeout, or
@@ -72,6 +74,27 @@ func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 			writeProblem(w, status, detail)
 		},
 		ErrorLog: s.errorLog("proxy"),
+	}
+}
+
+// copyBufferSize is the size of the buffers a proxied response's body is
+// copied through: ReverseProxy's own default.
+const copyBufferSize = 32 << 10
+
+// copyBufferPool holds the buffers as array pointers, so that putting one
+// back allocates nothing.
+var copyBufferPool = sync.Pool{New: func() any { return new([copyBufferSize]byte) }}
+
+// copyBuffers reuses the buffers a proxied response's body is copied
+// through: without a pool, ReverseProxy allocates and zeroes 32 KiB per
+// request, which was a tenth of the proxy's CPU per request.
+type copyBuffers struct{}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().(*[copyBufferSize]byte)[:] }
+
+func (copyBuffers) Put(b []byte) {
+	if len(b) == copyBufferSize {
+		copyBufferPool.Put((*[copyBufferSize]byte)(b))
 	}
 }
 
