@@ -12,6 +12,9 @@ import (
 var (
 	sinkU64  uint64
 	sinkBool bool
+	// opaqueZero is 0, but a variable: the compiler cannot drop the
+	// dependency of one load's address on the value of the load before.
+	opaqueZero uint64
 )
 
 // BenchmarkCost times, in isolation, each part of a faucet call on one hot
@@ -22,7 +25,14 @@ var (
 // time.Now(), the wall and monotonic read the peers make; part=cas-shared is
 // a CompareAndSwap loop on one word from every core (RunParallel), the floor
 // of scen=par-hot for any design that keeps one key's state in one place; and
-// part=add-shared an atomic add on one word from every core.
+// part=add-shared an atomic add on one word from every core. part=line-many
+// and part=line-zipf are the memory floor of scen=many and scen=zipf: one
+// load per call from a table of 1e6 keys at 32 bytes each (two keys per
+// cache line, as compact as a layout that reads one line per lookup can
+// be), in the scenarios' own call order. Each load's address depends on the
+// value of the one before (through a zero the compiler cannot see), so no
+// two loads overlap: one full memory latency per call where the line is not
+// in cache.
 func BenchmarkCost(b *testing.B) {
 	const key = "key:000000001"
 	epoch := time.Now()
@@ -93,6 +103,26 @@ func BenchmarkCost(b *testing.B) {
 			}
 		})
 	})
+	for _, p := range []struct {
+		name string
+		seq  func(int) []int32
+	}{{"line-many", uniformSeq}, {"line-zipf", zipfSeq}} {
+		b.Run("part="+p.name, func(b *testing.B) {
+			const wordsPerKey = 4 // 32 bytes
+			seq := p.seq(manyKeys)
+			table := make([]uint64, manyKeys*wordsPerKey)
+			for i := range table { // fault every page in: untouched pages all read one zero page
+				table[i] = 0
+			}
+			var v uint64
+			i := 0
+			for b.Loop() {
+				v = table[int(seq[i])*wordsPerKey+int(v&opaqueZero)]
+				i = (i + 1) & (seqLen - 1)
+			}
+			sinkU64 += v
+		})
+	}
 	b.Run("part=add-shared", func(b *testing.B) {
 		var n atomic.Uint64
 		b.RunParallel(func(pb *testing.PB) {

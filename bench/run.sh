@@ -41,7 +41,7 @@ run cost go test -run '^$' -bench '^BenchmarkCost$' -count 10 -timeout 0 .
 # CPU profiles of faucet's own rows, for the document's explanations. Only
 # samples under Engine.Allow count, so a scenario's setup (creating 1e6 keys)
 # does not crowd out the calls it times.
-for scen in hot many par-distinct; do
+for scen in hot many par-distinct par-hot; do
 	echo "go test -run '^\$' -bench 'BenchmarkAllow/impl=faucet/scen=$scen/mode=allow\$' -benchtime 3s -cpuprofile cpu-$scen.prof -o bench.test ." >> "$prefix-commands.txt"
 	echo "go tool pprof -top -nodecount=18 -focus 'Engine..Allow$' bench.test cpu-$scen.prof" >> "$prefix-commands.txt"
 	go test -run '^$' -bench "BenchmarkAllow/impl=faucet/scen=$scen/mode=allow\$" -benchtime 3s \

@@ -41,6 +41,23 @@ faucet's median time per call over the fastest keyed peer's in the same run
 {{range .Misses}}- {{.}}
 {{end}}{{range .GapNotes}}
 {{.}}
+{{end}}{{end}}{{if .Floors}}
+### Floors
+
+What a call cannot cost less than on this machine, scenario by scenario:
+the parts of a call that no exact limiter can skip, each timed alone in
+BenchmarkCost (below), added up. A call needs the monotonic clock, the key's
+hash and lookup, the fixed-point step and the counter add, and, when it
+admits, one CompareAndSwap; a denial writes nothing. scen=many and scen=zipf
+add one memory latency per call in their own call order (line-many,
+line-zipf: dependent loads from a 1e6-key table of 32 bytes per key).
+par-distinct spreads one-key calls over the cores; in par-hot the admitting
+calls also take turns on the one shared word (cas-shared per call). The
+last column is how far faucet is from the floor: the room left.
+
+| scenario | mode | floor | made of | faucet | faucet / floor | target |
+|---|---|---|---|---|---|---|
+{{range .Floors}}| {{.Scen}} | {{.Mode}} | {{.Floor}} | {{.Parts}} | {{.Faucet}} | {{.Ratio}} | {{.Met}} |
 {{end}}{{end}}{{if .Cost}}
 ### Where a call's time goes
 
