@@ -90,10 +90,21 @@ func (l *Middleware) Check(r *http.Request) Result {
 }
 
 // check is Check with an optional cost for every rule (override >= 0); with
-// direct, RemoteAddr is the client whatever the trusted proxies.
+// direct, RemoteAddr is the client whatever the trusted proxies. The Result
+// is the caller's own.
 func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
+	sc := getScratch()
+	defer putScratch(sc)
+	res := l.decide(r, sc, override, direct)
+	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
+	return res
+}
+
+// decide is check in sc's memory: the Result's Policies are sc's (unless
+// more than maxTakes rules apply), valid until sc is put back.
+func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, direct bool) Result {
 	set := l.set.Load()
-	q := request{r: r, o: l.opts, direct: direct}
+	q := request{r: r, o: l.opts, sc: sc, direct: direct}
 	var appliedBuf [maxTakes]*rule
 	applied := appliedBuf[:0]
 	for _, g := range set.groups {
@@ -104,23 +115,26 @@ func (l *Middleware) check(r *http.Request, override float64, direct bool) Resul
 			}
 		}
 	}
-	res := Result{Allowed: true, Status: http.StatusOK, Headers: l.opts.headers, Policies: make([]Policy, len(applied))}
+	policies := sc.policies[:]
+	if len(applied) > maxTakes {
+		policies = make([]Policy, len(applied))
+	}
+	res := Result{Allowed: true, Status: http.StatusOK, Headers: l.opts.headers, Policies: policies[:len(applied)]}
 	if len(applied) == 0 {
 		return res
 	}
 	now := l.opts.now()
-	var takeBuf [maxTakes]engine.Take
-	var outBuf [maxTakes]engine.Decision
 	var idxBuf [maxTakes]int
-	takes, out, idx := takeBuf[:0], outBuf[:], idxBuf[:0]
+	takes, out, idx := sc.takes[:0], sc.out[:], idxBuf[:0]
 	if len(applied) > maxTakes {
 		out = make([]engine.Decision, len(applied))
 	}
 	refuser := -1 // the first enforce rule that refuses the request's cost
 	for i, ru := range applied {
 		p := &res.Policies[i]
-		p.Name, p.Mode, p.Rate, p.Burst, p.policy, p.quoted = ru.Name, ru.Mode, ru.Rate, ru.Burst, ru.policy, ru.quoted
-		p.Quota, p.Window = quota(ru.Burst), window(ru.Rate, ru.Burst)
+		// Whole, since the scratch's policy holds a former request's state.
+		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
+			Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
 		p.Key = q.key(ru.keys)
 		var why string
 		if override < 0 {
@@ -231,8 +245,9 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, ru *rule, p
 	if !res.Allowed {
 		n = 0
 	}
-	var out [1]engine.Decision
-	denied, err := takeAll(q.r.Context(), now, []engine.Take{{Limiter: ru.lim, Key: p.Key, N: n}}, out[:])
+	take, out := q.sc.shadowTake[:], q.sc.shadowOut[:]
+	take[0] = engine.Take{Limiter: ru.lim, Key: p.Key, N: n}
+	denied, err := takeAll(q.r.Context(), now, take, out)
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
 	}

@@ -8,12 +8,17 @@ import "net/http"
 // reaches next.
 func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res := l.Check(r)
+		sc := getScratch()
+		res := l.decide(r, sc, -1, false)
 		if !res.Allowed {
 			res.WriteProblem(w)
+			putScratch(sc)
 			return
 		}
 		res.WriteHeaders(w.Header())
+		// Given back before next runs, however long that takes: the
+		// headers are written, and nothing refers to sc any more.
+		putScratch(sc)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -12,6 +12,7 @@ import (
 type request struct {
 	r      *http.Request
 	o      *options
+	sc     *scratch
 	direct bool // RemoteAddr is the client (check API)
 	ip     string
 	ipDone bool
