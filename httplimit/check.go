@@ -95,16 +95,18 @@ func (l *Middleware) Check(r *http.Request) Result {
 func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
 	sc := getScratch()
 	defer putScratch(sc)
-	res := l.decide(r, sc, override, direct)
+	res := l.decide(r, sc, override, direct, false)
 	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
 	return res
 }
 
 // decide is check in sc's memory: the Result's Policies are sc's (unless
-// more than maxTakes rules apply), valid until sc is put back.
-func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, direct bool) Result {
+// more than maxTakes rules apply), valid until sc is put back. With borrow,
+// and Limiters that keep no key they are given (ruleSet.borrow), so are the
+// bytes of the keys it composes.
+func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, direct, borrow bool) Result {
 	set := l.set.Load()
-	q := request{r: r, o: l.opts, sc: sc, direct: direct}
+	q := request{r: r, o: l.opts, sc: sc, direct: direct, borrow: borrow && set.borrow}
 	var appliedBuf [maxTakes]*rule
 	applied := appliedBuf[:0]
 	for _, g := range set.groups {

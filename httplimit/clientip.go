@@ -87,18 +87,19 @@ func parseHost(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// ipKey is the bucket key of an address: the address for IPv4 (or its
-// prefix, if configured shorter than 32), the masked prefix for IPv6 (a /64
-// by default, so that a client cannot escape its bucket by rotating
-// addresses inside its own network).
-func (o *options) ipKey(ip netip.Addr) string {
+// appendIPKey appends the bucket key of an address to b: the address for
+// IPv4 (or its prefix, if configured shorter than 32), the masked prefix for
+// IPv6 (a /64 by default, so that a client cannot escape its bucket by
+// rotating addresses inside its own network). It is the address's or the
+// prefix's String, appended rather than allocated.
+func (o *options) appendIPKey(b []byte, ip netip.Addr) []byte {
 	bits := o.ipv6Prefix
 	if ip.Is4() {
 		bits = o.ipv4Prefix
 		if bits == 32 {
-			return ip.String()
+			return ip.AppendTo(b)
 		}
 	}
 	p, _ := ip.Prefix(bits)
-	return p.String()
+	return p.AppendTo(b)
 }

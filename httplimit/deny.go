@@ -41,6 +41,8 @@ type Denial struct {
 // denied reports a denial by rule ru (policy p) of the request q to
 // Options.OnDeny, if set.
 func (l *Middleware) denied(q *request, now time.Time, ru *rule, p *Policy, reason string) {
+	// With OnDeny or without, so that setting it costs no allocation.
+	q.keep()
 	if l.opts.onDeny == nil {
 		return
 	}

@@ -170,6 +170,12 @@ type Middleware struct {
 type ruleSet struct {
 	rules  []*rule   // file order
 	groups [][]*rule // rules with the same limit keys, in file order
+	// borrow reports that every rule's Limiter is an *engine.Engine, which
+	// copies the key of a bucket it creates and keeps no other reference to
+	// a key once TakeAll returns: Handler then gives it keys that share
+	// the bytes of memory later requests reuse. Another Limiter may keep
+	// what it is given (as a map key, say), so it gets keys of their own.
+	borrow bool
 }
 
 // rule is a compiled Rule.
@@ -279,7 +285,7 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := &ruleSet{}
+	set := &ruleSet{borrow: true}
 	groupIndex := map[string]int{}
 	for i := range rules {
 		r := &rule{Rule: rules[i]}
@@ -293,6 +299,9 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
 		}
 		r.lim = lim
+		if _, ok := lim.(*engine.Engine); !ok {
+			set.borrow = false
+		}
 		if r.counters = l.counters[r.Name]; r.counters == nil {
 			r.counters = &ruleCounters{}
 			l.counters[r.Name] = r.counters

@@ -9,7 +9,7 @@ import "net/http"
 func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := getScratch()
-		res := l.decide(r, sc, -1, false)
+		res := l.decide(r, sc, -1, false, true)
 		if !res.Allowed {
 			res.WriteProblem(w)
 			putScratch(sc)

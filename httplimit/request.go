@@ -14,6 +14,9 @@ type request struct {
 	o      *options
 	sc     *scratch
 	direct bool // RemoteAddr is the client (check API)
+	// borrow lets the keys composed in q.sc.buf share its bytes (borrowed);
+	// otherwise they are copies of their own.
+	borrow bool
 	ip     string
 	ipDone bool
 	claims Claims
@@ -30,10 +33,31 @@ func (q *request) clientKey() string {
 			ip, ok = q.o.clientIP(q.r)
 		}
 		if ok {
-			q.ip = q.o.ipKey(ip)
+			start := len(q.sc.buf)
+			q.sc.buf = q.o.appendIPKey(q.sc.buf, ip)
+			q.ip = q.text(start)
 		}
 	}
 	return q.ip
+}
+
+// text is what was appended to the scratch's buffer from start on, as a
+// string: borrowed, or a copy.
+func (q *request) text(start int) string {
+	if q.borrow {
+		return borrowed(q.sc.buf[start:])
+	}
+	return string(q.sc.buf[start:])
+}
+
+// keep gives the scratch's buffer away to the strings borrowed from it, for a
+// denied request: a Denial may keep its key, and what it was composed from,
+// for as long as its receiver likes. The scratch gets a new buffer of the
+// same size.
+func (q *request) keep() {
+	if q.borrow && len(q.sc.buf) > 0 {
+		q.sc.buf = make([]byte, 0, cap(q.sc.buf))
+	}
 }
 
 func (q *request) claim(name string) (string, bool) {
@@ -92,14 +116,19 @@ func (q *request) key(keys []keySpec) string {
 		v, _ := q.value(keys[0])
 		return v
 	}
-	var b strings.Builder
+	// Each value first: one that is computed (the client's address) lands
+	// in the buffer, which must then hold the key's bytes alone.
+	for _, k := range keys {
+		q.value(k)
+	}
+	start := len(q.sc.buf)
 	for _, k := range keys {
 		v, _ := q.value(k)
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
+		q.sc.buf = strconv.AppendInt(q.sc.buf, int64(len(v)), 10)
+		q.sc.buf = append(q.sc.buf, ':')
+		q.sc.buf = append(q.sc.buf, v...)
 	}
-	return b.String()
+	return q.text(start)
 }
 
 // matcher is one entry of a rule's match.

@@ -2,13 +2,15 @@ package httplimit
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/faucetgo/faucet/engine"
 )
 
-// scratch is the memory one decision works in: its Result's policies, and
-// its takes and their decisions, which the Limiter, an interface, would
-// make escape to the heap from the stack. A decision borrows one
+// scratch is the memory one decision works in: its Result's policies, its
+// takes and their decisions (which the Limiter, an interface, would make
+// escape to the heap from the stack), and buf, where keys are composed. A
+// decision borrows one
 // (getScratch) and gives it back when nothing refers to it any more, so that
 // in the steady state it allocates none of these.
 type scratch struct {
@@ -18,18 +20,41 @@ type scratch struct {
 	// shadowTake and shadowOut are a shadow rule's take, made on its own.
 	shadowTake [1]engine.Take
 	shadowOut  [1]engine.Decision
+	// buf is only appended to during a decision, so that the strings a
+	// decision borrowed from it (borrowed) keep their bytes until the
+	// scratch is put back.
+	buf []byte
 }
+
+// maxScratchBytes bounds the buffer a scratch keeps between decisions: a
+// decision that needed more (a long composed key) leaves its buffer to the
+// garbage collector.
+const maxScratchBytes = 16 << 10
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 // putScratch gives sc back, once nothing refers to its memory any more: its
-// policies are the next decision's.
+// policies and bytes are the next decision's.
 func putScratch(sc *scratch) {
 	// Not to keep the request's strings and the Limiters alive in the pool.
 	clear(sc.policies[:])
 	clear(sc.takes[:])
 	sc.shadowTake[0] = engine.Take{}
+	if cap(sc.buf) > maxScratchBytes {
+		sc.buf = nil
+	}
+	sc.buf = sc.buf[:0]
 	scratchPool.Put(sc)
+}
+
+// borrowed is b, bytes of a scratch's buffer, as a string that shares them:
+// it keeps its bytes until the scratch is put back (or its buffer given away,
+// request.keep).
+func borrowed(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
