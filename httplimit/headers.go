@@ -74,13 +74,18 @@ var (
 // RateLimit-Policy and RateLimit (draft-10) and, as configured, the legacy
 // fields; on a denial also Retry-After and the reason header.
 func (res *Result) WriteHeaders(h http.Header) {
+	res.writeHeaders(h, nil)
+}
+
+// writeHeaders is WriteHeaders, with the rate-limit values from vals.
+func (res *Result) writeHeaders(h http.Header, vals *headerValues) {
 	if len(res.Policies) > 0 {
 		set := res.Headers
 		if set == 0 {
 			set = HeadersDraft
 		}
 		if set&HeadersDraft != 0 {
-			res.writeDraft(h)
+			res.writeDraft(h, vals)
 		}
 		if p := res.constrained(); p != nil {
 			for i, bit := range []HeaderSet{HeadersLegacy, HeadersX} {
@@ -88,9 +93,9 @@ func (res *Result) WriteHeaders(h http.Header) {
 					continue
 				}
 				names := &hdrLegacy[i]
-				h[names[0]] = []string{strconv.FormatInt(p.Quota, 10)}
-				h[names[1]] = []string{strconv.FormatInt(int64(math.Floor(p.Remaining)), 10)}
-				h[names[2]] = []string{strconv.FormatInt(p.FullIn, 10)}
+				h[names[0]] = vals.numberValue(p.Quota)
+				h[names[1]] = vals.numberValue(int64(math.Floor(p.Remaining)))
+				h[names[2]] = vals.numberValue(p.FullIn)
 			}
 		}
 	}
@@ -102,43 +107,49 @@ func (res *Result) WriteHeaders(h http.Header) {
 	}
 }
 
-func (res *Result) writeDraft(h http.Header) {
+// tStride places RateLimit values that differ in a t apart: odd, so that
+// consecutive t, like consecutive r, take distinct slots.
+const tStride = 0x9e3779b97f4a7c15
+
+func (res *Result) writeDraft(h http.Header, vals *headerValues) {
 	var buf [256]byte
-	var state []byte
-	if len(res.Policies) == 1 {
+	b := buf[:0]
+	var place uint64
+	if len(res.Policies) == 1 && vals == nil {
+		// The precomputed item itself: copied into buf, it would be copied
+		// again into a new string.
 		h[hdrPolicy] = []string{res.Policies[0].policyItem()}
 	} else {
-		b := buf[:0]
 		for i := range res.Policies {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
 			b = append(b, res.Policies[i].policyItem()...)
 		}
-		h[hdrPolicy] = []string{string(b)}
-		state = b[len(b):] // the rest of buf
-	}
-	if state == nil {
-		state = buf[:0]
+		h[hdrPolicy], place = vals.policyValue(b)
+		b = b[len(b):] // the rest of buf
 	}
 	for i := range res.Policies {
 		p := &res.Policies[i]
 		if p.Unknown {
 			continue
 		}
-		if len(state) > 0 {
-			state = append(state, ", "...)
+		if len(b) > 0 {
+			b = append(b, ", "...)
 		}
-		state = append(state, p.quotedName()...)
-		state = append(state, ";r="...)
-		state = strconv.AppendInt(state, int64(math.Floor(p.Remaining)), 10)
+		r := int64(math.Floor(p.Remaining))
+		b = append(b, p.quotedName()...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, r, 10)
+		place += uint64(r)
 		if p.RetryIn >= 0 {
-			state = append(state, ";t="...)
-			state = strconv.AppendInt(state, p.RetryIn, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, p.RetryIn, 10)
+			place += uint64(p.RetryIn) * tStride
 		}
 	}
-	if len(state) > 0 {
-		h[hdrState] = []string{string(state)}
+	if len(b) > 0 {
+		h[hdrState] = vals.stateValue(b, place)
 	}
 }
 

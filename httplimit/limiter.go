@@ -160,6 +160,9 @@ type Middleware struct {
 	ownStore *engine.Pool // the default store, closed by Close
 	// set is the rule set in force; replaced whole by Reload.
 	set atomic.Pointer[ruleSet]
+	// values are the header values Handler writes, kept across reloads:
+	// each is known by its whole text.
+	values *headerValues
 
 	mu       sync.Mutex               // serialises Reload and Close
 	counters map[string]*ruleCounters // by rule name, kept across reloads; guarded by mu
@@ -200,7 +203,7 @@ func New(rules []Rule, opts Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}}
+	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, values: newHeaderValues()}
 	if o.store == nil {
 		l.ownStore = NewMemoryStore(MemoryOptions{})
 		o.store = l.ownStore

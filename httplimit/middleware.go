@@ -6,6 +6,10 @@ import "net/http"
 // allowed one reaches next with the rate-limit headers already set on the
 // response, a denied one gets a 429 (or 503) with problem details and never
 // reaches next.
+//
+// The values of the rate-limit fields are shared by the responses that
+// carry the same text: next may replace a field (Header.Set, Header.Del,
+// Header.Add) but must not write into its slice (Header()[name][0] = ...).
 func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := getScratch()
@@ -15,7 +19,7 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 			putScratch(sc)
 			return
 		}
-		res.WriteHeaders(w.Header())
+		res.writeHeaders(w.Header(), l.values)
 		// Given back before next runs, however long that takes: the
 		// headers are written, and nothing refers to sc any more.
 		putScratch(sc)
