@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -133,38 +134,61 @@ func validateJWT(rules []Rule, verified bool, p *problems) {
 
 // claims returns the claims of r's bearer token: verified by Options.JWT,
 // or, without one, decoded unverified (New admits that only for rules that
-// opted in). nil means no token, or one that was rejected and counted.
-func (o *options) claims(r *http.Request) Claims {
+// opted in). An unverified payload is decoded into *buf (appended) and, if
+// scanClaim can read it (simpleClaims), returned as it is rather than
+// decoded into claims. Both nil: no token, or one that was rejected and
+// counted.
+func (o *options) claims(r *http.Request, buf *[]byte) (c Claims, payload []byte) {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return nil
+		return nil, nil
 	}
-	var c Claims
 	err := ErrJWTMalformed
 	if token = strings.TrimSpace(token); len(token) <= maxJWTBytes {
 		if o.jwt != nil {
 			c, err = o.jwt.VerifyJWT(token)
 		} else {
-			c, err = decodeUnverified(token)
+			payload, c, err = decodeUnverified(token, buf)
 		}
 	}
 	if err != nil {
 		o.jwtRejected.count(err)
-		return nil
+		return nil, nil
 	}
-	return c
+	return c, payload
 }
 
-// decodeUnverified decodes a token's claims WITHOUT verifying anything.
-func decodeUnverified(token string) (Claims, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return nil, ErrJWTMalformed
+// decodeUnverified decodes a token's payload WITHOUT verifying anything,
+// into *buf: the payload itself when simpleClaims accepts it, else its
+// claims.
+func decodeUnverified(token string, buf *[]byte) (payload []byte, c Claims, err error) {
+	if strings.Count(token, ".") != 2 {
+		return nil, nil, ErrJWTMalformed
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	_, rest, _ := strings.Cut(token, ".")
+	text, _, _ := strings.Cut(rest, ".")
+	text = strings.TrimRight(text, "=")
+	// The text is copied after room for what it decodes to, so that neither
+	// needs memory of its own once the buffer is large enough.
+	b := *buf
+	start := len(b)
+	n := base64.RawURLEncoding.DecodedLen(len(text))
+	b = append(slices.Grow(b, n+len(text))[:start+n], text...)
+	n, err = base64.RawURLEncoding.Decode(b[start:start+n], b[start+n:])
 	if err != nil {
-		return nil, ErrJWTMalformed
+		return nil, nil, ErrJWTMalformed
 	}
+	*buf = b[:start+n]
+	payload = b[start : start+n : start+n]
+	if simpleClaims(payload) {
+		return payload, nil, nil
+	}
+	c, err = decodeClaims(payload)
+	return nil, c, err
+}
+
+// decodeClaims decodes a payload: one JSON object, numbers as json.Number.
+func decodeClaims(payload []byte) (Claims, error) {
 	d := json.NewDecoder(bytes.NewReader(payload))
 	d.UseNumber()
 	var c Claims

@@ -20,9 +20,12 @@ type request struct {
 	ip     string
 	ipDone bool
 	claims Claims
-	jwt    bool
-	query  url.Values
-	qDone  bool
+	// payload is the token's payload, when scanClaim reads the claims
+	// from it (claims is then nil).
+	payload []byte
+	jwt     bool
+	query   url.Values
+	qDone   bool
 }
 
 func (q *request) clientKey() string {
@@ -35,19 +38,19 @@ func (q *request) clientKey() string {
 		if ok {
 			start := len(q.sc.buf)
 			q.sc.buf = q.o.appendIPKey(q.sc.buf, ip)
-			q.ip = q.text(start)
+			q.ip = q.text(q.sc.buf[start:])
 		}
 	}
 	return q.ip
 }
 
-// text is what was appended to the scratch's buffer from start on, as a
-// string: borrowed, or a copy.
-func (q *request) text(start int) string {
+// text is b, bytes of the scratch's buffer, as a string: borrowed, or a
+// copy.
+func (q *request) text(b []byte) string {
 	if q.borrow {
-		return borrowed(q.sc.buf[start:])
+		return borrowed(b)
 	}
-	return string(q.sc.buf[start:])
+	return string(b)
 }
 
 // keep gives the scratch's buffer away to the strings borrowed from it, for a
@@ -63,9 +66,23 @@ func (q *request) keep() {
 func (q *request) claim(name string) (string, bool) {
 	if !q.jwt {
 		q.jwt = true
-		q.claims = q.o.claims(q.r)
+		q.claims, q.payload = q.o.claims(q.r, &q.sc.buf)
 	}
-	return claimString(q.claims, name)
+	if q.payload == nil {
+		return claimString(q.claims, name)
+	}
+	v, found, nested := scanClaim(q.payload, name)
+	if nested {
+		// Only a decoder writes an object's text as claimString does. The
+		// payload is valid JSON: it decodes.
+		q.claims, _ = decodeClaims(q.payload)
+		q.payload = nil
+		return claimString(q.claims, name)
+	}
+	if !found {
+		return "", false
+	}
+	return q.text(v), true
 }
 
 func (q *request) params() map[string][]string {
@@ -128,7 +145,7 @@ func (q *request) key(keys []keySpec) string {
 		q.sc.buf = append(q.sc.buf, ':')
 		q.sc.buf = append(q.sc.buf, v...)
 	}
-	return q.text(start)
+	return q.text(q.sc.buf[start:])
 }
 
 // matcher is one entry of a rule's match.
