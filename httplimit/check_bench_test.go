@@ -8,22 +8,31 @@ import (
 	"github.com/faucetgo/faucet/httplimit"
 )
 
-// BenchmarkCheck is the limiter's cost per request, without a network:
-// one rule per IP, or a three-level hierarchy with a JWT claim.
+// checkRuleSets are the rule sets BenchmarkCheck measures and
+// TestHandlerAllocations holds to no allocation: one rule per IP, or a
+// three-level hierarchy with a JWT claim.
+var checkRuleSets = []struct{ name, doc string }{
+	{"rules=per-ip", `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
+	{"rules=hierarchy", `{"rules":[
+	 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1e9,"burst":1e9},"insecure_unverified_jwt":true},
+	 {"name":"tenant","limit_keys":["header:x-tenant"],"algorithm_config":{"rps":1e9,"burst":1e9}},
+	 {"name":"global","limit_keys":["method"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
+}
+
+// checkRequest is the request both send.
+func checkRequest() *http.Request {
+	return req("192.0.2.1:1", "/", "X-Tenant", "acme", "Authorization", bearer(map[string]any{"sub": "ann"}))
+}
+
+// BenchmarkCheck is the limiter's cost per request, without a network.
 func BenchmarkCheck(b *testing.B) {
-	for _, bc := range []struct{ name, doc string }{
-		{"rules=per-ip", `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
-		{"rules=hierarchy", `{"rules":[
-		 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1e9,"burst":1e9},"insecure_unverified_jwt":true},
-		 {"name":"tenant","limit_keys":["header:x-tenant"],"algorithm_config":{"rps":1e9,"burst":1e9}},
-		 {"name":"global","limit_keys":["method"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
-	} {
+	for _, bc := range checkRuleSets {
 		b.Run(bc.name, func(b *testing.B) {
 			rules, _ := httplimit.ParseRules([]byte(bc.doc))
 			l, _ := httplimit.New(rules, httplimit.Options{})
 			defer l.Close()
 			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-			r := req("192.0.2.1:1", "/", "X-Tenant", "acme", "Authorization", bearer(map[string]any{"sub": "ann"}))
+			r := checkRequest()
 			w := httptest.NewRecorder()
 			b.ReportAllocs()
 			for b.Loop() {

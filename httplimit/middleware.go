@@ -7,6 +7,17 @@ import "net/http"
 // response, a denied one gets a 429 (or 503) with problem details and never
 // reaches next.
 //
+// An admitted request costs Handler no allocation once the memory it
+// reuses has grown to its needs and the values of its rate-limit fields
+// have been written before (each is kept by its text, in a bounded cache
+// from which other values can push it). It still allocates for: keys given
+// to a store other than NewMemoryStore's, which may keep them (each is then
+// its own string); claims verified by Options.JWT, an unverified payload
+// with escapes or bytes that are not UTF-8, or a claim that is an object or
+// an array (decoded into Claims); query parameters (URL.Query); the
+// forwarding header of a trusted proxy; keys and token over 16 KiB in all;
+// more than 8 rules that apply; a denial, and a shadow rule's would-deny.
+//
 // The values of the rate-limit fields are shared by the responses that
 // carry the same text: next may replace a field (Header.Set, Header.Del,
 // Header.Add) but must not write into its slice (Header()[name][0] = ...).
