@@ -134,7 +134,7 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	refuser := -1 // the first enforce rule that refuses the request's cost
 	for i, ru := range applied {
 		p := &res.Policies[i]
-		// Whole, since the scratch's policy holds a former request's state.
+		// Assigned whole: the policy is the scratch's, not a new one.
 		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
 			Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
 		p.Key = q.key(ru.keys)

@@ -9,10 +9,10 @@ import (
 
 // scratch is the memory one decision works in: its Result's policies, its
 // takes and their decisions (which the Limiter, an interface, would make
-// escape to the heap from the stack), and buf, where keys are composed. A
-// decision borrows one
-// (getScratch) and gives it back when nothing refers to it any more, so that
-// in the steady state it allocates none of these.
+// escape to the heap from the stack), and buf, where keys are composed and
+// a JWT payload decoded. A decision borrows one (getScratch) and gives it
+// back when nothing refers to it any more, so that in the steady state it
+// allocates none of these.
 type scratch struct {
 	policies [maxTakes]Policy
 	takes    [maxTakes]engine.Take
@@ -26,9 +26,10 @@ type scratch struct {
 	buf []byte
 }
 
-// maxScratchBytes bounds the buffer a scratch keeps between decisions: a
-// decision that needed more (a long composed key) leaves its buffer to the
-// garbage collector.
+// maxScratchBytes bounds the buffer a scratch keeps between decisions: room
+// for the largest token (maxJWTBytes), its payload and the keys. A decision
+// that needed more (long composed keys) leaves its buffer to the garbage
+// collector.
 const maxScratchBytes = 16 << 10
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
