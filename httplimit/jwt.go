@@ -176,6 +176,7 @@ func decodeUnverified(token string, buf *[]byte) (payload []byte, c Claims, err 
 	b = append(slices.Grow(b, n+len(text))[:start+n], text...)
 	n, err = base64.RawURLEncoding.Decode(b[start:start+n], b[start+n:])
 	if err != nil {
+		*buf = b[:start] // grown, for the next token
 		return nil, nil, ErrJWTMalformed
 	}
 	*buf = b[:start+n]
