@@ -105,7 +105,9 @@ func TestOnDenyCheckAPIAndAllocs(t *testing.T) {
 		})
 	}
 	off, onA := allocs(lOff), allocs(lOn)
-	if onA > off {
+	// Under the race detector sync.Pool drops a random share of what is put
+	// back (here and in fmt and encoding/json), so counts vary run to run.
+	if onA > off && !raceEnabled {
 		t.Errorf("a denied request allocates %v times with OnDeny, %v without", onA, off)
 	}
 	if n < 200 {
