@@ -4,7 +4,8 @@
 # serve (a per-IP rule that never binds, and the built-in 5 rps rule that
 # denies almost everything), every process separate, with the CPU time the
 # front process spends per request. Writes Go benchmark lines to the file
-# given (default results/<date>-<commit>-http.txt). Takes about 7 minutes
+# given (default results/<date>-<commit>-http.txt), and httplimit's
+# BenchmarkCheck beside it (-check.txt). Takes about 8 minutes
 # (RUNS=8 rounds).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -47,4 +48,7 @@ for _ in $(seq "$runs"); do
 		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" --pid "$3" | tee -a "$out"
 	done
 done
-echo "wrote $out"
+# The limiter's own cost per request, without a network.
+check=${out%-http.txt}-check.txt
+(cd .. && go test -run '^$' -bench '^BenchmarkCheck$' -benchmem -count 10 ./httplimit/) | tee "$check"
+echo "wrote $out and $check"

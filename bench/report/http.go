@@ -11,6 +11,14 @@ import (
 // a request over a plain reverse proxy at the same open-loop rate.
 const httpTarget = 1.05
 
+// Closed-loop targets: faucet serve's requests per second at least
+// httpMinRate of the plain proxy's, and its CPU per request at most
+// httpMaxCPU above the proxy's.
+const (
+	httpMinRate = 0.97
+	httpMaxCPU  = 3e-6 // seconds
+)
+
 // httpSection renders the load test of faucet serve from the newest
 // results/*-http.txt (bench/http.sh), or "" if there is none. It has its own
 // results file because it runs processes, not go test.
@@ -41,7 +49,7 @@ func httpSection(dir string) (string, error) {
 				ms(get("p50-sec")), ms(get("p99-sec")), ms(get("p99.9-sec")), get("server-cpu-sec/op")*1e6, 100*get("non200/op"))
 		}
 	}
-	b.WriteString("\n| load | faucet p99 / proxy p99 | target | met | p (Mann-Whitney, p99) | faucet req/s / proxy req/s | faucet CPU − proxy CPU per request |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| load | faucet p99 / proxy p99 | target | met | p (Mann-Whitney, p99) | faucet req/s / proxy req/s | faucet CPU − proxy CPU per request | target | met |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
 		fp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "faucet", "load", l)
 		pp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "proxy", "load", l)
@@ -65,11 +73,50 @@ func httpSection(dir string) (string, error) {
 				met = "not significant: within the noise"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.2f | %.3f | %+.1f µs |\n", l, fp/pp, target, met,
-			p, fr/pr, (fc-pc)*1e6)
+		closedTarget, closedMet := "—", "—"
+		if strings.HasPrefix(l, "conns") {
+			closedTarget = fmt.Sprintf("req/s ≥ %.2f, CPU ≤ %+.0f µs", httpMinRate, httpMaxCPU*1e6)
+			closedMet = "yes"
+			if fr/pr < httpMinRate || fc-pc > httpMaxCPU {
+				closedMet = "**no**"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.2f | %.3f | %+.1f µs | %s | %s |\n", l, fp/pp, target, met,
+			p, fr/pr, (fc-pc)*1e6, closedTarget, closedMet)
 	}
-	b.WriteString("\nThe limiter's own cost per request, without a network, is `BenchmarkCheck` in\n")
-	b.WriteString("package httplimit. Reproduce: `cd bench && ./http.sh` (about 7 minutes).\n")
+	check, err := checkSection(dir)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(check)
+	b.WriteString("\nReproduce: `cd bench && ./http.sh` (about 8 minutes).\n")
+	return b.String(), nil
+}
+
+// checkSection renders the limiter's own cost per request, without a
+// network (httplimit's BenchmarkCheck, run by http.sh), from the newest
+// results/*-check.txt, or "" if there is none.
+func checkSection(dir string) (string, error) {
+	file, r, err := newest(dir, "-check.txt")
+	if file == "" || err != nil {
+		return "", err
+	}
+	table, err := benchstat(file)
+	if err != nil {
+		return "", err
+	}
+	verdict := "0 in every row: met"
+	for _, s := range r.find("bench", "Check") {
+		if a := median(s.values["allocs/op"]); a != 0 {
+			verdict = fmt.Sprintf("**%v in rules=%s: not met**", a, s.config["rules"])
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nThe limiter's own cost per admitted request, without a network, rate-limit\n")
+	fmt.Fprintf(&b, "fields included: `BenchmarkCheck` in package httplimit, through Handler, with\n")
+	fmt.Fprintf(&b, "one rule per IP and with three rules (an unverified JWT claim, a header, the\n")
+	fmt.Fprintf(&b, "method); raw output in `bench/%s`. Target: 0 allocations per\n", filepath.ToSlash(file))
+	fmt.Fprintf(&b, "request; %s.\n\n```\n%s\n```\n", verdict, strings.TrimSpace(table))
 	return b.String(), nil
 }
 
