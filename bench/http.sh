@@ -39,11 +39,14 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved; server-cpu = CPU of the process loaded (upstream, proxy or faucet)"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved, the order rotated each round; server-cpu = CPU of the process loaded (upstream, proxy or faucet)"
 } > "$out"
-for _ in $(seq "$runs"); do
-	for t in "bare $up $pid_bare" "proxy $px $pid_proxy" "faucet $fa $pid_faucet" "faucet-deny $fd $pid_deny"; do
-		set -- $t
+targets=("bare $up $pid_bare" "proxy $px $pid_proxy" "faucet $fa $pid_faucet" "faucet-deny $fd $pid_deny")
+for round in $(seq 0 $((runs - 1))); do
+	# Each round starts one target later, so that no target always runs
+	# right after the same other one (or first, on a machine just idle).
+	for i in 0 1 2 3; do
+		set -- ${targets[$(((round + i) % 4))]}
 		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=rate$rate" --rate "$rate" --pid "$3" | tee -a "$out"
 		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" --pid "$3" | tee -a "$out"
 	done
