@@ -185,6 +185,11 @@ func render(prefix string) ([]byte, error) {
 	if err := page.Execute(&buf, d); err != nil {
 		return nil, err
 	}
+	ab, err := abSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(ab)
 	http, err := httpSection(filepath.Dir(prefix))
 	if err != nil {
 		return nil, err
