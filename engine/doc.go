@@ -64,8 +64,9 @@
 //
 // # Memory
 //
-// A live key costs one small bucket object and an index slot (package shard
-// has the accounting: about 49 bytes with a 13-byte key); a key longer than
+// A live key costs one 32-byte index slot holding its word and, up to 16
+// bytes, its key (package shard has the accounting: 43 to 55 bytes, about
+// 48 on average); a key longer than
 // MaxKeyBytes is stored as a 33-byte digest (BoundedKey), so
 // no key costs more than about 160 bytes, whoever chose it. A background
 // sweeper (SweepInterval) evicts buckets that are full, which is lossless

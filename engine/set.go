@@ -78,29 +78,26 @@ func (e *Engine) SetAt(t time.Time, limit Limit, burst float64) error {
 	g.setBlank(old)
 	g.prev.Store(old)
 	e.gen.Store(g)
-	rewrite := func(b *shard.Bucket) *shard.Bucket {
-		if b.Gen() == g.id {
-			return nil
-		}
-		// b is of old, which g.prev reaches: the change before rewrote every
-		// bucket of earlier generations before it returned.
-		var w fixedpoint.Word
-		var ep fixedpoint.Epoch
-		if !b.TombIf(func(orig fixedpoint.Word) bool {
-			w, ep, _ = g.read(b, orig)
-			return true
-		}) {
-			return nil // an overflow bucket evicted under us
-		}
-		return shard.NewBucketFor(b, g.id, ep, w)
+	// move gives a bucket's state in g: as it is if of g, else lifted from
+	// old (which g.prev reaches: the change before rewrote every bucket of
+	// earlier generations before it returned).
+	move := func(b *shard.Bucket, orig fixedpoint.Word) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
+		w, ep, _ := g.read(b, orig)
+		return g.id, ep, w
 	}
 	for i := range e.table.Shards() {
-		e.table.Rewrite(i, rewrite)
+		e.table.Rewrite(i, move)
 	}
 	e.spill.mu.Lock()
-	if b := e.spill.b.Load(); b != nil {
-		if nb := rewrite(b); nb != nil {
-			e.spill.b.Store(nb)
+	if b := e.spill.b.Load(); b != nil && b.Gen() != g.id {
+		var gen uint16
+		var ep fixedpoint.Epoch
+		var w fixedpoint.Word
+		if b.TombIf(func(orig fixedpoint.Word) bool {
+			gen, ep, w = move(b, orig)
+			return true
+		}) {
+			e.spill.b.Store(shard.NewBucket(gen, ep, w))
 		}
 	}
 	e.spill.mu.Unlock()

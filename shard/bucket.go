@@ -6,14 +6,17 @@ import (
 	"github.com/faucetgo/faucet/fixedpoint"
 )
 
-// Bucket is one key's token bucket. It lives in a single heap object together
-// with its epoch and a copy of its key (see node.go), and keeps that address
-// for its whole life: tables move pointers to buckets, never buckets, so a
-// CompareAndSwap can never target a stale copy.
+// Bucket is one key's token bucket: a 32-byte slot of its shard's index,
+// holding the key's word, its epoch, its generation and its key (up to 16
+// bytes in place; see key.go), so that a lookup and the take that follows
+// read one cache line. Two slots share a 64-byte line.
 //
-// Buckets are not padded: at a million keys a pad per bucket would cost more
-// memory than everything else together, and a bucket's word is contended only
-// when one key is.
+// A slot is written once, before an atomic store of meta publishes it, and
+// then only its word changes. A slot is never reused: once its word is a tomb
+// it stays one until a rebuild drops it with the whole index (a rebuild moves
+// each live word into the new index by tombing it first), so a goroutine
+// still holding a slot can never write into another key's state, or into a
+// copy of its own.
 //
 // The word is read and written only through the methods below, which keep its
 // rules: every write is a CompareAndSwap from a word read before, so it lands
@@ -24,10 +27,20 @@ type Bucket struct {
 	// relative to the base of the bucket's epoch. It is only ever replaced
 	// whole, by CompareAndSwap, so a reader never sees tokens of one update
 	// with the tick of another. Once it holds fixedpoint.Tomb it never
-	// changes again: the bucket has been evicted, or replaced by one of a
-	// later epoch, and is unreachable from its shard's index; takers must
-	// look the key up afresh.
+	// changes again: the bucket has been evicted, replaced by one of a
+	// later epoch, or moved into a rebuilt index; takers must look the key
+	// up afresh.
 	word atomic.Uint64
+	// epoch is the fixedpoint.Epoch the word resolves against; written
+	// before meta publishes the slot, never after.
+	epoch int32
+	// meta publishes the slot: 0 while it is empty, else the generation in
+	// the low 16 bits, the occupied flag, and how the key is held (keyMeta).
+	// Stored once, after everything else in the slot; lookups load it first.
+	meta atomic.Uint32
+	// key holds a key of up to 16 bytes in place (packKey), or for a longer
+	// key its index hash and its offset in the index's long-key arena.
+	key [2]uint64
 }
 
 // Status is how a take on a bucket ended.
@@ -56,6 +69,14 @@ func (b *Bucket) compareAndSwap(old, new fixedpoint.Word) bool {
 // base returns the first tick of the bucket's epoch, against which its word
 // resolves.
 func (b *Bucket) base(l *fixedpoint.Layout) int64 { return l.Base(b.Epoch()) }
+
+// Epoch returns the bucket's epoch. It is written before the bucket is
+// published and never again.
+func (b *Bucket) Epoch() fixedpoint.Epoch { return fixedpoint.Epoch(b.epoch) }
+
+// Gen returns the bucket's generation: which of its engine's layouts its
+// word is packed in. It is written with the epoch.
+func (b *Bucket) Gen() uint16 { return uint16(b.meta.Load()) }
 
 // Word returns the bucket's word, for a reader that changes nothing. live is
 // false if the bucket is gone (evicted or replaced; its word is
@@ -178,5 +199,13 @@ func (b *Bucket) Tomb(w fixedpoint.Word) bool {
 // belongs to no table and has no key, such as an engine's overflow bucket.
 // Every method works on it as on any other; a Tomb in it is as final.
 func NewBucket(gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
-	return newBucket("", gen, e, uint64(w))
+	b := &Bucket{epoch: int32(e)}
+	b.word.Store(uint64(w))
+	b.meta.Store(occupied | uint32(gen))
+	return b
+}
+
+// live reports whether the slot is published and its word is no tomb.
+func (b *Bucket) live() bool {
+	return b.meta.Load() != 0 && b.load() != fixedpoint.Tomb
 }

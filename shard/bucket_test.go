@@ -25,7 +25,7 @@ func peek(b *Bucket, l *fixedpoint.Layout, now fixedpoint.Instant) (at int64, to
 func TestTakeOnTombIsGone(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	if _, st := b.Take(l, fixedpoint.Instant{}, 1000); st != Done {
 		t.Fatalf("live bucket: status %d", st)
 	}
@@ -47,7 +47,7 @@ func TestIdleBucketAfterAnyJump(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, w := fullWord(l, 0)
-	b := newBucket("idle", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	if s, st := b.Take(l, fixedpoint.Instant{}, l.Capacity()); st != Done || !s.Allowed || s.Tokens != 0 {
 		t.Fatalf("draining: %+v, %d", s, st)
 	}
@@ -75,7 +75,14 @@ func take(tab *Table, h uint64, key string, l *fixedpoint.Layout, now fixedpoint
 			return s, b
 		}
 		if st == Gone {
-			b = tab.Lookup(h, key)
+			// Replaced or moved: the lock-free lookup finds the new bucket,
+			// or this tomb again until the new bucket is out; then look
+			// under the mutex, as the engine does.
+			nb := tab.Lookup(h, key)
+			if nb == b {
+				nb = tab.Current(h, key)
+			}
+			b = nb
 			continue
 		}
 		w := b.load()
@@ -120,8 +127,8 @@ func TestReplace(t *testing.T) {
 	if at, tokens, _ := peek(nb, l, far); at != far.Tick || tokens != l.Capacity()-1000 {
 		t.Errorf("new bucket holds %d at %d, want %d at %d", tokens, at, l.Capacity()-1000, far.Tick)
 	}
-	if nb.key() != "k" || nb.Epoch() != e {
-		t.Errorf("new bucket: key %q epoch %d", nb.key(), nb.Epoch())
+	if keyOf(tab, nb) != "k" || nb.Epoch() != e {
+		t.Errorf("new bucket: key %q epoch %d", keyOf(tab, nb), nb.Epoch())
 	}
 	// Replacing the replaced bucket fails and names the current one.
 	if cur, ok := tab.Replace(h, "k", old, w, Fixed{l}, 0, e, next); ok || cur != nb {
@@ -163,7 +170,7 @@ func TestReplaceRacingTakes(t *testing.T) {
 func TestUpdate(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	if orig, live := b.Update(func(orig fixedpoint.Word) (fixedpoint.Word, bool) { return orig - 1, true }); !live || orig != w || b.load() != w-1 {
 		t.Fatalf("write: orig %x live %v word %x, want %x true %x", orig, live, b.load(), w, w-1)
 	}
@@ -182,7 +189,7 @@ func TestUpdate(t *testing.T) {
 func TestUpdateRetriesALostRace(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	var seen []fixedpoint.Word
 	orig, live := b.Update(func(orig fixedpoint.Word) (fixedpoint.Word, bool) {
 		seen = append(seen, orig)
@@ -205,7 +212,7 @@ func TestUpdateRetriesALostRace(t *testing.T) {
 func TestUpdateRefusesToWriteATomb(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	defer func() {
 		if recover() == nil || b.load() != w {
 			t.Fatalf("Update wrote a tomb: word %x", b.load())
@@ -219,7 +226,7 @@ func TestUpdateRefusesToWriteATomb(t *testing.T) {
 func TestTombIf(t *testing.T) {
 	l := layout(t)
 	e, w := fullWord(l, 0)
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	if b.TombIf(func(fixedpoint.Word) bool { return false }) || b.load() != w {
 		t.Fatal("TombIf tombed against f's answer")
 	}
@@ -255,7 +262,7 @@ func TestUpdateRacingTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, w := l.PackNew(0, 0) // empty, stamped at 0: no refill at tick 0
-	b := newBucket("k", 0, e, uint64(w))
+	b := NewBucket(0, e, w)
 	base := b.base(l)
 	const per = 2000
 	var wg sync.WaitGroup

@@ -3,162 +3,201 @@ package shard
 import (
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/faucetgo/faucet/fixedpoint"
 )
 
-// Tag bytes of an index slot.
-const (
-	tagEmpty   = 0
-	tagDeleted = 1
-)
+// line is one 64-byte cache line of an index: two slots.
+type line [2]Bucket
 
-const (
-	groupSlots = 7
-	lowBits    = 0x0001010101010101 // one bit per slot byte
-	highBits   = 0x0080808080808080
-)
+const lineBytes = unsafe.Sizeof(line{})
 
-// group is one cache line of an index: a word of tag bytes (one per slot,
-// the eighth byte unused) and seven bucket pointers, so that a probe finds a
-// candidate's tag and pointer with one memory access.
-type group struct {
-	// tags holds one byte per slot: 0 empty, 1 deleted, 2..255 occupied (a
-	// byte of the key's index hash). One word so that readers load all
-	// seven atomically.
-	tags  atomic.Uint64
-	slots [groupSlots]atomic.Pointer[Bucket]
-}
-
-// index is one shard's open-addressing hash index from keys to buckets,
-// probing group by group. Readers never lock: they load the index pointer,
-// then each probed group's tag word and, on a tag match, the slot's bucket
-// pointer, and compare the bucket's key. Writers hold the shard's mutex.
+// index is one shard's open-addressing hash table of slots, probed line by
+// line from the line its key's index hash picks. Readers never lock: they
+// load the index pointer, then each probed slot's meta and, if it is
+// published, its key words, in the line they already read. Writers hold the
+// shard's mutex.
 //
-// A writer fills a slot by storing the pointer before the tag word, so a
-// reader that sees the tag also sees the pointer. Deleting sets the tag to
-// deleted (probes continue past it) and then clears the pointer (a reader
-// that read the old tag finds nil, or the evicted bucket's tomb, and moves
-// on). Only a rebuild turns slots empty, and a rebuild writes a new index
-// that is published whole; readers still on the old one find every key that
-// existed before the swap, and fall back to the locked path for the rest.
+// A slot is filled once: its word, epoch and key are written before meta is
+// stored, so a reader that sees meta sees the rest. It is never emptied and
+// never filled again: an evicted or replaced bucket's word turns to a tomb
+// and the slot stays taken, so probe sequences never break and a stale
+// holder of the slot finds the tomb. Only a rebuild drops tombs, into a new
+// index published whole. The rebuild tombs every live word it copies, by
+// CompareAndSwap, before it copies it: no write can land on the old copy
+// afterwards, and takes that find the tomb look the key up again, under the
+// mutex if the new index is not out yet.
 type index struct {
-	mask   uint64 // groups - 1
-	groups []group
-	// used counts occupied and deleted slots, live the occupied ones; both
+	lines []line
+	// long is the arena of keys of more than 16 bytes (key.go); longUsed
+	// is how much of it is taken (under the shard's mutex).
+	long     atomic.Pointer[[]byte]
+	longUsed int
+	// used counts published slots, live those whose word is no tomb; both
 	// are touched only under the shard's mutex.
 	used, live int
 }
 
-const minGroups = 2
+const (
+	minLines = 2
+	// A rebuilt index holds its live slots at loadAfter (in hundredths),
+	// and is rebuilt when used slots would pass loadMax: capacities grow by
+	// about 1.3 at a time, so a live key costs between 32/0.75 and 32/0.58
+	// bytes of index.
+	loadAfter = 58
+	loadMax   = 75
+)
 
-func newIndex(slots int) *index {
-	n := max(minGroups, 1<<bits.Len(uint((slots+groupSlots-1)/groupSlots-1)))
-	return &index{mask: uint64(n - 1), groups: make([]group, n)}
+// newIndex returns an empty index with room for live slots at loadAfter.
+func newIndex(live int) *index {
+	slots := (live*100 + loadAfter - 1) / loadAfter
+	return &index{lines: newLines(max(minLines, (slots+1)/2))}
 }
 
-func tagOf(h uint64) uint64 {
-	t := h >> 56
-	if t < 2 {
-		t += 2
-	}
-	return t
+// newLines allocates n lines aligned to 64 bytes, so that no slot straddles
+// two cache lines. The memory holds no pointers: the garbage collector never
+// scans an index.
+func newLines(n int) []line {
+	buf := make([]byte, (uintptr(n)+1)*lineBytes)
+	p := unsafe.Pointer(unsafe.SliceData(buf))
+	return unsafe.Slice((*line)(unsafe.Add(p, -uintptr(p)&(lineBytes-1))), n)
 }
 
-// matches returns a mask with the high bit set in each slot byte of tags
-// equal to t (and possibly in bytes above a true match, which the caller's key
-// comparison rejects).
-func matches(tags, t uint64) uint64 {
-	x := tags ^ (lowBits * t)
-	return (x - lowBits) &^ x & highBits
+// start returns the line key's probe starts at: the index hash scaled to the
+// number of lines (a multiply, not a mask, since capacities are not powers
+// of two).
+func (ix *index) start(m uint64) uint64 {
+	hi, _ := bits.Mul64(m, uint64(len(ix.lines)))
+	return hi
 }
 
-// find returns the bucket of key, or nil. h is the index hash.
-func (ix *index) find(h uint64, key string) *Bucket {
-	want := tagOf(h)
-	for g := (h >> 3) & ix.mask; ; g = (g + 1) & ix.mask {
-		grp := &ix.groups[g]
-		tags := grp.tags.Load()
-		for m := matches(tags, want); m != 0; m &= m - 1 {
-			j := bits.TrailingZeros64(m) >> 3
-			if b := grp.slots[j].Load(); b != nil && b.hasKey(key) {
-				return b
+// find returns key's live bucket; failing that, a tombed slot of key (an
+// evicted bucket, or one a replacement or a rebuild is moving: the caller
+// must look again under the mutex); failing that, nil.
+//
+// Lock-free: one atomic load of meta per probed slot; the key words and the
+// word read after it lie in the same line.
+func (ix *index) find(m uint64, key string) *Bucket {
+	want, k0, k1 := keyWords(m, key)
+	var tombed *Bucket
+	n := uint64(len(ix.lines))
+	for i := ix.start(m); ; {
+		ln := &ix.lines[i]
+		for j := range ln {
+			b := &ln[j]
+			meta := b.meta.Load()
+			if meta == 0 {
+				return tombed
+			}
+			if meta&^genMask == want && b.key[0] == k0 && (b.key[1] == k1 || ix.longMatch(b, want, key)) {
+				if b.word.Load() != uint64(fixedpoint.Tomb) {
+					return b
+				}
+				tombed = b
 			}
 		}
-		if matches(tags, tagEmpty) != 0 {
-			return nil
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
 
-// insert puts b, which must not be present, into the first free slot of its
-// probe sequence. The caller holds the mutex and has checked full().
-func (ix *index) insert(h uint64, b *Bucket) {
-	for g := (h >> 3) & ix.mask; ; g = (g + 1) & ix.mask {
-		grp := &ix.groups[g]
-		tags := grp.tags.Load()
-		for j := range uint64(groupSlots) {
-			t := tags >> (8 * j) & 0xFF
-			if t != tagEmpty && t != tagDeleted {
+// findLive returns key's live bucket, or nil. The caller holds the mutex,
+// under which no live word turns to a tomb.
+func (ix *index) findLive(m uint64, key string) *Bucket {
+	if b := ix.find(m, key); b != nil && b.Live() {
+		return b
+	}
+	return nil
+}
+
+// insert publishes a bucket of generation gen and epoch e holding w for key
+// (index hash m), which has no live bucket in ix, in the first empty slot of
+// its probe sequence. The caller holds the mutex and has checked full().
+func (ix *index) insert(m uint64, key string, gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
+	meta, k0, k1 := keyWords(m, key)
+	if meta&longKey != 0 {
+		k1 = ix.appendLong(unsafe.Slice(unsafe.StringData(key), len(key)))
+	}
+	return ix.place(m, meta, k0, k1, gen, e, w)
+}
+
+// place fills the first empty slot from m's line with the given contents,
+// meta last.
+func (ix *index) place(m uint64, meta uint32, k0, k1 uint64, gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
+	n := uint64(len(ix.lines))
+	for i := ix.start(m); ; {
+		ln := &ix.lines[i]
+		for j := range ln {
+			b := &ln[j]
+			if b.meta.Load() != 0 {
 				continue
 			}
-			grp.slots[j].Store(b)
-			grp.tags.Store(tags&^(0xFF<<(8*j)) | tagOf(h)<<(8*j))
-			if t == tagEmpty {
-				ix.used++
-			}
+			b.epoch = int32(e)
+			b.key = [2]uint64{k0, k1}
+			b.word.Store(uint64(w))
+			b.meta.Store(meta | uint32(gen))
+			ix.used++
 			ix.live++
-			return
+			return b
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
 
-// swap puts nb in the slot that holds old (nb has old's key, so the tag
-// stays). The caller holds the mutex, and old is in the index.
-func (ix *index) swap(h uint64, old, nb *Bucket) {
-	want := tagOf(h)
-	for g := (h >> 3) & ix.mask; ; g = (g + 1) & ix.mask {
-		grp := &ix.groups[g]
-		for m := matches(grp.tags.Load(), want); m != 0; m &= m - 1 {
-			j := bits.TrailingZeros64(m) >> 3
-			if grp.slots[j].Load() == old {
-				grp.slots[j].Store(nb)
-				return
-			}
-		}
-	}
-}
+func (ix *index) slots() uint64 { return uint64(len(ix.lines)) * 2 }
 
-// remove deletes the entry in slot j of group g.
-func (ix *index) remove(g, j uint64) {
-	grp := &ix.groups[g]
-	grp.tags.Store(grp.tags.Load()&^(0xFF<<(8*j)) | tagDeleted<<(8*j))
-	grp.slots[j].Store(nil)
-	ix.live--
-}
+// slot returns slot i (0 <= i < slots()).
+func (ix *index) slot(i uint64) *Bucket { return &ix.lines[i/2][i%2] }
 
-// occupied reports whether slot j of group g holds a bucket.
-func (ix *index) occupied(g, j uint64) bool {
-	return ix.groups[g].tags.Load()>>(8*j)&0xFF >= 2
-}
-
-func (ix *index) slots() uint64 { return uint64(len(ix.groups)) * groupSlots }
-
-// full reports whether one more insert would push occupied plus deleted slots
-// past three quarters, where probe sequences grow long.
+// full reports whether one more slot would push the used ones past loadMax.
 func (ix *index) full() bool {
-	return uint64(ix.used+1)*4 > ix.slots()*3
+	return uint64(ix.used+1)*100 > ix.slots()*loadMax
 }
 
-// rebuilt returns a new index holding the live entries of ix, sized for them
-// to fill between a quarter and half of it (deleted slots are dropped).
-func (ix *index) rebuilt(hash func(*Bucket) uint64) *index {
-	nx := newIndex(2 * (ix.live + 1))
-	for g := range ix.groups {
-		for j := range uint64(groupSlots) {
-			if ix.occupied(uint64(g), j) {
-				b := ix.groups[g].slots[j].Load()
-				nx.insert(hash(b), b)
-			}
+// Mover gives what the live bucket b, whose word is orig, holds once moved
+// into a rebuilt index: its generation, epoch and word. It must depend on
+// orig and b's constants alone: it may run again if a take lands between.
+type Mover func(b *Bucket, orig fixedpoint.Word) (gen uint16, e fixedpoint.Epoch, w fixedpoint.Word)
+
+// keep moves a bucket as it is.
+func keep(b *Bucket, orig fixedpoint.Word) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
+	return b.Gen(), b.Epoch(), orig
+}
+
+// rebuilt returns a new index holding the live buckets of ix, as move has
+// them, with room for extra more at loadAfter. Each is tombed in ix, from the
+// very word move was given, before its copy is placed. mix is the table's
+// index hash. The caller holds the mutex and publishes the result.
+func (ix *index) rebuilt(extra int, mix func(uint64) uint64, move Mover) *index {
+	nx := newIndex(ix.live + extra)
+	long := ix.arena()
+	for i := range ix.slots() {
+		b := ix.slot(i)
+		meta := b.meta.Load()
+		if meta == 0 {
+			continue
 		}
+		var gen uint16
+		var e fixedpoint.Epoch
+		var w fixedpoint.Word
+		if !b.TombIf(func(orig fixedpoint.Word) bool {
+			gen, e, w = move(b, orig)
+			return true
+		}) {
+			continue // evicted or replaced before
+		}
+		k0, k1 := b.key[0], b.key[1]
+		m := k0
+		if meta&longKey != 0 {
+			k1 = nx.appendLong(arenaKey(long, k1))
+		} else {
+			m = mix(keyHash(b, meta, nil))
+		}
+		nx.place(m, meta&^genMask, k0, k1, gen, e, w)
 	}
 	return nx
 }

@@ -98,8 +98,10 @@ func (t *Table) ShardOf(h uint64) int {
 	return int(h >> t.shift)
 }
 
-// Lookup returns the bucket of key, or nil. It takes no lock and allocates
-// nothing.
+// Lookup returns the live bucket of key; failing that a tombed bucket of
+// key, for a key whose bucket was evicted, or is being replaced or moved
+// (look again under the mutex: Current); failing that nil. It takes no lock
+// and allocates nothing.
 func (t *Table) Lookup(h uint64, key string) *Bucket {
 	s := &t.shards[t.ShardOf(h)].shard
 	return s.index.Load().find(t.mix(h), key)
@@ -150,27 +152,32 @@ func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *B
 	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ix := s.index.Load()
 	m := t.mix(h)
-	if b := ix.find(m, key); b != nil {
+	ix := s.index.Load()
+	if b := ix.findLive(m, key); b != nil {
 		return b, false
 	}
+	ix = t.room(s, ix)
+	gen, e, w := gens.Fresh(born, s.watermark.Load())
+	return ix.insert(m, key, gen, e, w), true
+}
+
+// room returns the index of s, rebuilt first if one more slot would fill it.
+// The caller holds s's mutex.
+func (t *Table) room(s *shard, ix *index) *index {
 	if ix.full() {
-		ix = ix.rebuilt(func(b *Bucket) uint64 { return t.mix(Hash(b.key())) })
+		ix = ix.rebuilt(1, t.mix, keep)
 		s.index.Store(ix)
 	}
-	gen, e, w := gens.Fresh(born, s.watermark.Load())
-	b = newBucket(key, gen, e, uint64(w))
-	ix.insert(m, b)
-	return b, true
+	return ix
 }
 
 // Replace replaces old, key's bucket, whose word is w, by a new bucket of
 // generation gen and epoch e holding next, for a write whose state lies past
 // the span of old's epoch or is packed in another layout: it tombs old
 // (Bucket.Tomb, from w), so that takes still holding it find the tomb and
-// look the key up again, and puts the new bucket in old's slot. It takes the
-// shard's mutex.
+// look the key up again, and publishes the new bucket in another slot. It
+// takes the shard's mutex.
 //
 // It reports false, changing nothing, if old is no longer key's bucket (then
 // it returns the bucket that is, nil if none), or old's word is no longer w
@@ -181,108 +188,84 @@ func (t *Table) Replace(h uint64, key string, old *Bucket, w fixedpoint.Word, ge
 	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ix := s.index.Load()
 	m := t.mix(h)
-	if cur := ix.find(m, key); cur != old {
+	ix := s.index.Load()
+	if cur := ix.findLive(m, key); cur != old {
 		return cur, false
 	}
 	if gens.Current() != gen || !old.Tomb(w) {
 		return old, false
 	}
-	nb := newBucket(key, gen, e, uint64(next))
-	ix.swap(m, old, nb)
-	return nb, true
+	ix.live--
+	ix = t.room(s, ix)
+	return ix.insert(m, key, gen, e, next), true
 }
 
-// Current returns key's bucket, or nil, as Lookup does but under the
-// shard's mutex, so never a bucket that an eviction or a replacement has
-// tombed but not yet taken out of the index.
+// Current returns key's live bucket, or nil, under the shard's mutex: never
+// a bucket that an eviction, a replacement or a rebuild has tombed.
 func (t *Table) Current(h uint64, key string) *Bucket {
 	s := &t.shards[t.ShardOf(h)].shard
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.index.Load().find(t.mix(h), key)
+	return s.index.Load().findLive(t.mix(h), key)
 }
 
-// Visitor decides the fate of one bucket during a sweep or an eviction scan.
-// If it tombed the bucket (Bucket.TombIf) it returns evicted and
-// the time the eviction was decided at, in nanoseconds since the engine's
-// epoch; the table then drops the bucket from its index and raises the
-// shard's watermark to that time.
+// Visitor decides the fate of one live bucket during a sweep or an eviction
+// scan. If it tombed the bucket (Bucket.TombIf) it returns evicted and the
+// time the eviction was decided at, in nanoseconds since the engine's epoch;
+// the table then counts the bucket out and raises the shard's watermark to
+// that time.
 type Visitor func(b *Bucket) (evicted bool, at int64)
 
-// sweepChunk is how many index groups (7 slots each) a sweep visits per hold
+// sweepChunk is how many index lines (2 slots each) a sweep visits per hold
 // of a shard's mutex, so that an insert into the shard waits for at most one
 // chunk, not for the whole shard.
-const sweepChunk = 32
+const sweepChunk = 128
 
-// Sweep visits every bucket of shard i and returns how many were evicted. It
-// holds the shard's mutex one chunk at a time (lookups and takes never wait;
-// inserts into this shard wait for at most a chunk).
+// Sweep visits every live bucket of shard i and returns how many were
+// evicted. It holds the shard's mutex one chunk at a time (lookups and takes
+// never wait; inserts into this shard wait for at most a chunk).
 func (t *Table) Sweep(i int, visit Visitor) (evicted int) {
-	t.walk(i, func(s *shard, ix *index, g, j uint64) {
-		if t.visitSlot(s, ix, g, j, visit) {
-			evicted++
-		}
-	})
-	return evicted
-}
-
-// Rewriter decides whether one bucket is rewritten during Rewrite: it
-// returns nil to keep it, or a new bucket for the same key, after it tombed
-// the old one (Bucket.TombIf, from the word it rewrote).
-type Rewriter func(b *Bucket) (nb *Bucket)
-
-// Rewrite visits every bucket of shard i and puts in its slot the bucket the
-// visitor returns, if any, holding the shard's mutex one chunk at a time, as
-// Sweep does. NewBucketFor makes the replacement.
-func (t *Table) Rewrite(i int, rewrite Rewriter) {
-	t.walk(i, func(_ *shard, ix *index, g, j uint64) {
-		if !ix.occupied(g, j) {
-			return
-		}
-		if nb := rewrite(ix.groups[g].slots[j].Load()); nb != nil {
-			ix.groups[g].slots[j].Store(nb)
-		}
-	})
-}
-
-// walk calls slot for every slot of shard i's index, under the shard's
-// mutex, taken one chunk of groups at a time. If the index is rebuilt
-// between two chunks the walk starts the shard over, so that no bucket is
-// missed; Sweep and Rewrite visit a bucket twice harmlessly.
-func (t *Table) walk(i int, slot func(s *shard, ix *index, g, j uint64)) {
 	s := &t.shards[i].shard
 	var seen *index
-	for g := uint64(0); ; {
+	for l := uint64(0); ; {
 		s.mu.Lock()
 		ix := s.index.Load()
 		if ix != seen {
-			seen, g = ix, 0
+			// Rebuilt between two chunks: start the shard over, so that no
+			// bucket is missed (a bucket visited twice is harmless).
+			seen, l = ix, 0
 		}
-		end := min(g+sweepChunk, uint64(len(ix.groups)))
-		for ; g < end; g++ {
-			for j := range uint64(groupSlots) {
-				slot(s, ix, g, j)
+		end := min(l+sweepChunk, uint64(len(ix.lines)))
+		for ; l < end; l++ {
+			for j := range uint64(2) {
+				if t.visitSlot(s, ix, 2*l+j, visit) {
+					evicted++
+				}
 			}
 		}
-		done := g >= uint64(len(ix.groups))
+		done := l >= uint64(len(ix.lines))
 		s.mu.Unlock()
 		if done {
-			return
+			return evicted
 		}
 	}
 }
 
-// NewBucketFor returns a bucket for old's key, of generation gen and epoch e
-// holding w, for a Rewriter.
-func NewBucketFor(old *Bucket, gen uint16, e fixedpoint.Epoch, w fixedpoint.Word) *Bucket {
-	return newBucket(old.key(), gen, e, uint64(w))
+// Rewrite moves every live bucket of shard i into a rebuilt index as move
+// has it (a change of generation: engine.SetAt), under the shard's mutex.
+// Takes on the shard's keys that find their old bucket tombed wait for the
+// mutex until the new index is out; lookups of other shards never wait.
+func (t *Table) Rewrite(i int, move Mover) {
+	s := &t.shards[i].shard
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index.Store(s.index.Load().rebuilt(0, t.mix, move))
 }
 
 // EvictOne looks for one bucket the visitor evicts, visiting at most budget
-// buckets, shard after shard from where the last scan stopped. It takes one
-// shard's mutex at a time.
+// live buckets, shard after shard from where the last scan stopped. It takes
+// one shard's mutex at a time.
 func (t *Table) EvictOne(budget int, visit Visitor) bool {
 	for range len(t.shards) {
 		if budget <= 0 {
@@ -295,12 +278,11 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 		found := false
 		for k := uint64(0); k < n && budget > 0; k++ {
 			i := (s.cursor + k) % n
-			g, j := i/groupSlots, i%groupSlots
-			if !ix.occupied(g, j) {
+			if !ix.slot(i).live() {
 				continue
 			}
 			budget--
-			if t.visitSlot(s, ix, g, j, visit) {
+			if t.visitSlot(s, ix, i, visit) {
 				s.cursor = i + 1
 				found = true
 				break
@@ -317,11 +299,13 @@ func (t *Table) EvictOne(budget int, visit Visitor) bool {
 	return false
 }
 
-func (t *Table) visitSlot(s *shard, ix *index, g, j uint64, visit Visitor) bool {
-	if !ix.occupied(g, j) {
+// visitSlot shows slot i of ix, if it holds a live bucket, to visit. The
+// caller holds s's mutex.
+func (t *Table) visitSlot(s *shard, ix *index, i uint64, visit Visitor) bool {
+	b := ix.slot(i)
+	if !b.live() {
 		return false
 	}
-	b := ix.groups[g].slots[j].Load()
 	evicted, at := visit(b)
 	if !evicted {
 		return false
@@ -329,6 +313,6 @@ func (t *Table) visitSlot(s *shard, ix *index, g, j uint64, visit Visitor) bool 
 	if at > s.watermark.Load() {
 		s.watermark.Store(at)
 	}
-	ix.remove(g, j)
+	ix.live--
 	return true
 }

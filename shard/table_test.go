@@ -1,7 +1,9 @@
 package shard
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,42 +28,88 @@ func TestShardIsPaddedToCacheLines(t *testing.T) {
 	if size := unsafe.Sizeof(paddedShard{}); size%line != 0 || size == 0 {
 		t.Fatalf("paddedShard is %d bytes, not a multiple of the %d-byte cache line", size, line)
 	}
-	// One index group is one 64-byte line on 64-bit platforms (40 bytes with
-	// 4-byte pointers).
-	if size, want := unsafe.Sizeof(group{}), (8+groupSlots*unsafe.Sizeof(uintptr(0))+7)/8*8; size != want || size > 64 {
-		t.Fatalf("index group is %d bytes, want %d and at most 64", size, want)
+	if size := unsafe.Sizeof(Bucket{}); size != 32 {
+		t.Fatalf("Bucket is %d bytes, want 32 (two slots to a 64-byte line)", size)
 	}
-	if size := unsafe.Sizeof(Bucket{}); size != 8 {
-		t.Fatalf("Bucket is %d bytes, want 8 (one word, unpadded)", size)
-	}
-}
-
-func TestBucketKeyRoundTrip(t *testing.T) {
-	for _, n := range []int{0, 1, 5, 6, 14, 65534, 65535, 65536, 300000} {
-		k := strings.Repeat("ab", n)[:n]
-		b := newBucket(k, 7, -3, 42)
-		if b.key() != k || uint64(b.load()) != 42 || b.Epoch() != -3 || b.Gen() != 7 {
-			t.Errorf("len %d: key round trip failed (word %d)", n, b.load())
-		}
-		if uintptr(unsafe.Pointer(b))%8 != 0 {
-			t.Errorf("len %d: bucket at %p is not 8-byte aligned", n, b)
+	for _, n := range []int{1, 2, 3, 5, 17, 1000} {
+		lines := newLines(n)
+		if p := uintptr(unsafe.Pointer(&lines[0])); p%64 != 0 || len(lines) != n {
+			t.Errorf("newLines(%d): %d lines at %#x, want %d at a multiple of 64", n, len(lines), p, n)
 		}
 	}
 }
 
-// collidingKeys returns n keys that tab's index cannot tell apart by hash:
-// their index hashes agree in the tag byte and in the bits that pick the first
-// group of an index of up to 1<<groupBits groups, so they match each other's
-// tags and share one probe sequence. It tries "key-0", "key-1", ... in turn:
-// about 2^(8+groupBits) tries per key.
-func collidingKeys(tab *Table, n int, groupBits uint) []string {
-	mask := uint64(0xFF)<<56 | (1<<groupBits-1)<<3
+// keyOf returns the key of b, a bucket of tab, decoded from its slot (a key
+// of over 16 bytes from the arena of the index b is in now).
+func keyOf(tab *Table, b *Bucket) string {
+	meta := b.meta.Load()
+	if meta&longKey == 0 {
+		var buf [inlineMax]byte
+		return string(inlineKey(b, meta, &buf))
+	}
+	for i := range tab.shards {
+		ix := tab.shards[i].index.Load()
+		lo := uintptr(unsafe.Pointer(&ix.lines[0]))
+		if p := uintptr(unsafe.Pointer(b)); p >= lo && p < lo+uintptr(len(ix.lines))*lineBytes {
+			return string(arenaKey(ix.arena(), b.key[1]))
+		}
+	}
+	panic("bucket in no index of the table")
+}
+
+// Keys of every length go in and come out whole, in place up to 16 bytes and
+// in the arena beyond, through inserts and rebuilds.
+func TestKeyRoundTrip(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(1, 5)
+	var keys []string
+	for n := range 41 {
+		keys = append(keys, strings.Repeat("ab", n)[:n], strings.Repeat("\xff\x00", n)[:n])
+	}
+	keys = append(keys, strings.Repeat("k", 65535), strings.Repeat("q", 300000))
+	for i, k := range keys {
+		if _, created := tab.Insert(Hash(k), k, Fixed{l}, 0); !created && i%2 == 0 {
+			t.Fatalf("len %d: not created", len(k))
+		}
+	}
+	for _, k := range keys {
+		b := tab.Lookup(Hash(k), k)
+		if b == nil || keyOf(tab, b) != k || b.Gen() != 0 {
+			t.Fatalf("len %d: lookup found %v", len(k), b)
+		}
+		if n := len(k); n > 0 && tab.Lookup(Hash(k[:n-1]+"z"), k[:n-1]+"z") != nil && !slices.Contains(keys, k[:n-1]+"z") {
+			t.Fatalf("len %d: found a key never inserted", n)
+		}
+	}
+}
+
+// packKey puts a key's bytes in order, zero beyond, for every length.
+func TestPackKey(t *testing.T) {
+	for n := range inlineMax + 1 {
+		key := "0123456789abcdef"[:n]
+		var want [inlineMax]byte
+		copy(want[:], key)
+		k0, k1 := packKey(key)
+		var got [inlineMax]byte
+		binary.LittleEndian.PutUint64(got[:8], k0)
+		binary.LittleEndian.PutUint64(got[8:], k1)
+		if got != want {
+			t.Errorf("len %d: packed %q, want %q", n, got, want)
+		}
+	}
+}
+
+// collidingKeys returns n keys whose index hashes agree in their top 16
+// bits, so that every index of up to 2^16 lines starts their probes at one
+// line or the next. It tries "key-0", "key-1", ... in turn: about 2^16 tries
+// per key.
+func collidingKeys(tab *Table, n int) []string {
 	var keys []string
 	var want uint64
 	buf := []byte("key-")
 	for i := 0; len(keys) < n; i++ {
 		buf = strconv.AppendInt(buf[:4], int64(i), 10)
-		m := tab.mix(Hash(string(buf))) & mask
+		m := tab.mix(Hash(string(buf))) >> 48
 		if len(keys) == 0 {
 			want = m
 		}
@@ -89,24 +137,24 @@ func length(tab *Table) int {
 func TestCollidingHashes(t *testing.T) {
 	l := layout(t)
 	tab := NewTable(1, 1)
-	const n, groupBits = 150, 6
-	keys := collidingKeys(tab, n+2, groupBits)
+	const n = 150
+	keys := collidingKeys(tab, n+2)
 	absent, fresh := keys[n], keys[n+1]
 	keys = keys[:n]
 	for _, k := range keys {
 		b, created := tab.Insert(Hash(k), k, Fixed{l}, 0)
-		if !created || b.key() != k {
-			t.Fatalf("insert %q: created=%v key=%q", k, created, b.key())
+		if !created || keyOf(tab, b) != k {
+			t.Fatalf("insert %q: created=%v key=%q", k, created, keyOf(tab, b))
 		}
 	}
 	// The keys were rebuilt into ever larger indexes, every one of which
 	// they collide in.
-	if g := len(tab.shards[0].index.Load().groups); g > 1<<groupBits || g < 16 {
-		t.Fatalf("%d keys in an index of %d groups; want 16 to %d", n, g, 1<<groupBits)
+	if g := len(tab.shards[0].index.Load().lines); g < n/2 {
+		t.Fatalf("%d keys in an index of %d lines; want at least %d", n, g, n/2)
 	}
 	for _, k := range keys {
 		b := tab.Lookup(Hash(k), k)
-		if b == nil || b.key() != k {
+		if b == nil || keyOf(tab, b) != k {
 			t.Fatalf("lookup %q failed", k)
 		}
 		if again, created := tab.Insert(Hash(k), k, Fixed{l}, 0); created || again != b {
@@ -122,7 +170,7 @@ func TestCollidingHashes(t *testing.T) {
 		position[k] = i
 	}
 	evicted := tab.Sweep(0, func(b *Bucket) (bool, int64) {
-		if position[b.key()]%2 == 1 {
+		if position[keyOf(tab, b)]%2 == 1 {
 			return false, 0
 		}
 		b.Tomb(b.load())
@@ -132,8 +180,12 @@ func TestCollidingHashes(t *testing.T) {
 		t.Fatalf("evicted %d, %d left; want %d, %d", evicted, length(tab), n/2, n/2)
 	}
 	for i, k := range keys {
-		if found := tab.Lookup(Hash(k), k) != nil; found != (i%2 == 1) {
-			t.Fatalf("after sweep, lookup %q found=%v", k, found)
+		b := tab.Lookup(Hash(k), k)
+		if live := b != nil && b.Live(); live != (i%2 == 1) {
+			t.Fatalf("after sweep, lookup %q found a live bucket: %v", k, live)
+		}
+		if cur := tab.Current(Hash(k), k); (cur != nil) != (i%2 == 1) {
+			t.Fatalf("after sweep, Current(%q) = %v", k, cur)
 		}
 	}
 	// New buckets in that shard start no earlier than the eviction's tick.
@@ -163,7 +215,7 @@ func TestConcurrentLookupsDuringGrowth(t *testing.T) {
 				for i := max(0, n-64); i < n; i++ {
 					k := fmt.Sprint(i)
 					b := tab.Lookup(Hash(k), k)
-					if b == nil || b.key() != k {
+					if b == nil || keyOf(tab, b) != k {
 						t.Errorf("lookup %q after its insert: %v", k, b)
 						return
 					}
@@ -216,5 +268,112 @@ func TestEvictOneBudget(t *testing.T) {
 		return b.Tomb(b.load()), 0
 	}) || length(tab) != 99 {
 		t.Errorf("EvictOne with a willing visitor: %d buckets left, want 99", length(tab))
+	}
+}
+
+// Takes racing rebuilds: each rebuild moves every live word into a new index,
+// and a take that lands on the old copy after the move would be lost (its
+// tokens taken twice). The rebuild tombs each word before copying it, so a
+// take either lands before (and is copied) or finds the tomb and goes to the
+// new index: at one instant, a key yields exactly its burst, however many
+// rebuilds run meanwhile, and no taken key is ever created afresh.
+func TestTakesRacingRebuilds(t *testing.T) {
+	l, _ := fixedpoint.NewLayout(1e8, 10) // burst 1e5
+	tab := NewTable(1, 7)
+	const keys, cost = 8, 1000 // quanta: a token
+	hot := make([]string, keys)
+	for i := range hot {
+		hot[i] = fmt.Sprintf("hot-%d", i)
+		tab.Insert(Hash(hot[i]), hot[i], Fixed{l}, 0)
+	}
+	now := l.At(0)
+	var taken [keys]atomic.Uint64
+	var wg sync.WaitGroup
+	inserting := make(chan struct{})
+	rebuilds := 0
+	wg.Go(func() {
+		defer close(inserting)
+		ix := tab.shards[0].index.Load()
+		for i := range 30000 {
+			k := fmt.Sprintf("cold-%d", i)
+			tab.Insert(Hash(k), k, Fixed{l}, 0)
+			if nx := tab.shards[0].index.Load(); nx != ix {
+				ix = nx
+				rebuilds++
+			}
+		}
+	})
+	for g := range 2 {
+		wg.Go(func() {
+			// Slow takes spread over the whole insert run: each key is
+			// drained only after the inserts are done.
+			for round := 0; ; round++ {
+				select {
+				case <-inserting:
+				default:
+					if round%64 != 63 {
+						k := hot[(round+g)%keys]
+						if s, _ := take(tab, Hash(k), k, l, now, cost/10); s.Allowed {
+							taken[(round+g)%keys].Add(cost / 10)
+						}
+						continue
+					}
+				}
+				done := true
+				for i, k := range hot {
+					if s, _ := take(tab, Hash(k), k, l, now, cost); s.Allowed {
+						taken[i].Add(cost)
+						done = false
+					}
+				}
+				if done {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if rebuilds < 10 {
+		t.Fatalf("only %d rebuilds ran during the takes", rebuilds)
+	}
+	for i := range hot {
+		if got := taken[i].Load(); got > l.Capacity() || l.Capacity()-got >= cost {
+			t.Errorf("%s: took %d quanta at one instant from a full bucket of %d", hot[i], got, l.Capacity())
+		}
+		if _, created := tab.Insert(Hash(hot[i]), hot[i], Fixed{l}, 0); created {
+			t.Errorf("%s: its bucket was lost", hot[i])
+		}
+	}
+}
+
+// A slot is never handed to another key while its index lives: a goroutine
+// still holding an evicted bucket finds the tomb, never a stranger's word.
+func TestEvictedSlotsAreNotReused(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(1, 11)
+	old := map[*Bucket]bool{}
+	for i := range 40 {
+		k := fmt.Sprint("a", i)
+		b, _ := tab.Insert(Hash(k), k, Fixed{l}, 0)
+		old[b] = true
+	}
+	ix := tab.shards[0].index.Load()
+	if n := tab.Sweep(0, func(b *Bucket) (bool, int64) { return b.Tomb(b.load()), 0 }); n != 40 {
+		t.Fatalf("evicted %d of 40", n)
+	}
+	for i := 0; tab.shards[0].index.Load() == ix; i++ {
+		k := fmt.Sprint("b", i)
+		b, _ := tab.Insert(Hash(k), k, Fixed{l}, 0)
+		if old[b] {
+			t.Fatalf("%s got the slot of an evicted bucket", k)
+		}
+		if tab.shards[0].index.Load() != ix {
+			break
+		}
+	}
+	for b := range old {
+		if _, st := b.Take(l, l.At(0), 1); st != Gone {
+			t.Fatalf("take on an evicted bucket: status %d", st)
+		}
 	}
 }

@@ -325,15 +325,12 @@ faucet keeps one exact word per key instead.`,
 		peer, p := peerOf(scen, "allow")
 		f, fh := row("faucet", scen, "allow"), row("faucet", "hot", "allow")
 		notes = append(notes, fmt.Sprintf(`**scen=%s.** With 1e6 keys faucet spends %.1f ns per call against %.1f ns
-on one hot key: the rest, %.1f ns, is waiting for memory. A lookup reads two
-lines that are not in cache, one after the other: the index group holding the
-key's tag and bucket pointer, then the bucket holding the key's bytes and its
-word (the CPU profile of scen=many below), where the floor above counts one
-(%.1f ns, part=line-%s). The target leaves %.1f ns (%.1f of %s's %.1f ns).
-Closing it would take one line per lookup: the word and a short key stored in
-the index group itself, which means moving words when an index grows, under
-the rule that a word a CompareAndSwap may still target is never copied (tomb
-the old word first, as eviction does).`,
+on one hot key: the rest, %.1f ns, is waiting for memory. A lookup reads one
+line that is not in cache, the index slot holding the key in place and its
+word, and runs on into the next line when the first is full of other keys;
+the floor above counts one line (%.1f ns, part=line-%s), and the harness's
+own read of each call's key string comes on top for every implementation.
+The target leaves %.1f ns (%.1f of %s's %.1f ns).`,
 			scen, f, fh, f-fh, part("line-"+scen), scen, targetOf(scen, "allow")*p, targetOf(scen, "allow"), peer, p))
 	}
 	return notes
