@@ -225,3 +225,27 @@ func newest(dir, suffix string) (file string, r *results, err error) {
 	r, err = load(file)
 	return file, r, err
 }
+
+// previousRun returns the prefix of the latest run, by the date in its
+// -meta.txt, before the run at prefix that has a file ending in suffix; ""
+// if none. File names order runs of one day by commit hash, not by time.
+func previousRun(prefix, suffix string) string {
+	date := func(p string) string {
+		for line := range strings.Lines(readFile(p + "-meta.txt")) {
+			if d, ok := strings.CutPrefix(line, "date:"); ok {
+				return strings.TrimSpace(d)
+			}
+		}
+		return ""
+	}
+	now := date(prefix)
+	best, bestDate := "", ""
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(prefix), "*"+suffix))
+	for _, f := range files {
+		p := strings.TrimSuffix(f, suffix)
+		if d := date(p); p != prefix && d != "" && d < now && d > bestDate {
+			best, bestDate = p, d
+		}
+	}
+	return best
+}

@@ -185,4 +185,10 @@ go tool benchstat -col /impl -filter '/scen:hot' results/<file>-allow.txt
 ` + "```" + `
 {{.Top}}
 ` + "```" + `
-{{end}}`
+{{if .Previous}}
+The same profile in the run before ({{.Previous}}):
+
+` + "```" + `
+{{.PreviousTop}}
+` + "```" + `
+{{end}}{{end}}`

@@ -69,7 +69,7 @@ type memRow struct{ Impl, BytesPerKey, VsFaucet string }
 
 type scenTable struct{ Name, What, Table string }
 
-type profile struct{ Name, Top string }
+type profile struct{ Name, Top, Previous, PreviousTop string }
 
 func render(prefix string) ([]byte, error) {
 	allow, err := load(prefix + "-allow.txt")
@@ -178,7 +178,16 @@ func render(prefix string) ([]byte, error) {
 	}
 	for _, p := range []string{"hot", "many", "par-distinct", "par-hot"} {
 		if top := readFile(prefix + "-profile-" + p + ".txt"); top != "" {
-			d.Profiles = append(d.Profiles, profile{p, strings.TrimSpace(top)})
+			pr := profile{Name: p, Top: strings.TrimSpace(top)}
+			if p == "many" {
+				// The memory-bound scenario's profile is the one that
+				// changes with the table's layout: show the run before too.
+				if prev := previousRun(prefix, "-profile-many.txt"); prev != "" {
+					pr.Previous = filepath.Base(prev)
+					pr.PreviousTop = strings.TrimSpace(readFile(prev + "-profile-many.txt"))
+				}
+			}
+			d.Profiles = append(d.Profiles, pr)
 		}
 	}
 	var buf bytes.Buffer
