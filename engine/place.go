@@ -95,8 +95,9 @@ func (e *Engine) again(h uint64, key string, p place) place {
 // successor returns what holds key's tokens after p's bucket was found gone:
 // the key's bucket in the table now, or the overflow bucket now; p.b is nil
 // if there is none (the bucket was evicted full). A lock-free lookup that
-// still finds p's tombed bucket caught a replacement between its tomb and its
-// swap; the lookup is then made again under the mutex that both hold.
+// still finds p's tombed bucket caught a replacement or a rebuild between its
+// tomb and the new bucket's publication, or the key was evicted; the lookup
+// is then made again under the mutex that both hold.
 func (e *Engine) successor(h uint64, key string, p place) place {
 	if p.spill {
 		return place{b: e.currentOverflow(), spill: true}
@@ -148,7 +149,7 @@ func (e *Engine) stateOf(g *generation, h uint64, key string, ns int64) (_ *gene
 // Lock-free as to the word: the new state is computed in shard.Bucket.Update,
 // which writes it in place if it fits there, and the replacement tombs the
 // word it was computed from (shard.Bucket.Tomb), under the shard's (or
-// overflow bucket's) mutex only for the swap of the pointer.
+// overflow bucket's) mutex only to publish the new bucket.
 func (e *Engine) rewrite(g *generation, h uint64, key string, p place, now fixedpoint.Instant, cost uint64) (s fixedpoint.Step, _ place, _ shard.Status, stale bool) {
 	l := g.layout
 	for {
