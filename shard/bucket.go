@@ -185,6 +185,21 @@ func (b *Bucket) TombIf(f func(orig fixedpoint.Word) bool) bool {
 	}
 }
 
+// retire replaces the bucket's word by fixedpoint.Tomb, whatever it is, and
+// returns the word it replaced (Tomb if it was one already): the move of a
+// bucket into a rebuilt index, which copies that word.
+//
+// Lock-free: a CompareAndSwap from the word loaded; a take that lands first
+// makes it fail, and the word it wrote is the one retired.
+func (b *Bucket) retire() fixedpoint.Word {
+	for {
+		w := b.load()
+		if w == fixedpoint.Tomb || b.compareAndSwap(w, fixedpoint.Tomb) {
+			return w
+		}
+	}
+}
+
 // Tomb retires the bucket, replacing its word by fixedpoint.Tomb, if the word
 // is still w, and reports whether it did. It is the one step of a
 // replacement that touches the old bucket (Table.Replace, and the engine's

@@ -158,20 +158,16 @@ func (ix *index) full() bool {
 	return uint64(ix.used+1)*100 > ix.slots()*loadMax
 }
 
-// Mover gives what the live bucket b, whose word is orig, holds once moved
-// into a rebuilt index: its generation, epoch and word. It must depend on
-// orig and b's constants alone: it may run again if a take lands between.
+// Mover gives what the live bucket b, whose word was orig when the rebuild
+// tombed it, holds once moved into a rebuilt index: its generation, epoch
+// and word. A nil Mover moves buckets as they are.
 type Mover func(b *Bucket, orig fixedpoint.Word) (gen uint16, e fixedpoint.Epoch, w fixedpoint.Word)
 
-// keep moves a bucket as it is.
-func keep(b *Bucket, orig fixedpoint.Word) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
-	return b.Gen(), b.Epoch(), orig
-}
-
 // rebuilt returns a new index holding the live buckets of ix, as move has
-// them, with room for extra more at loadAfter. Each is tombed in ix, from the
-// very word move was given, before its copy is placed. mix is the table's
-// index hash. The caller holds the mutex and publishes the result.
+// them, with room for extra more at loadAfter. Each is tombed in ix before
+// its copy is placed, and the copy is made from the very word the tomb
+// replaced. mix is the table's index hash. The caller holds the mutex and
+// publishes the result.
 func (ix *index) rebuilt(extra int, mix func(uint64) uint64, move Mover) *index {
 	nx := newIndex(ix.live + extra)
 	long := ix.arena()
@@ -181,14 +177,13 @@ func (ix *index) rebuilt(extra int, mix func(uint64) uint64, move Mover) *index 
 		if meta == 0 {
 			continue
 		}
-		var gen uint16
-		var e fixedpoint.Epoch
-		var w fixedpoint.Word
-		if !b.TombIf(func(orig fixedpoint.Word) bool {
-			gen, e, w = move(b, orig)
-			return true
-		}) {
+		orig := b.retire()
+		if orig == fixedpoint.Tomb {
 			continue // evicted or replaced before
+		}
+		gen, e, w := uint16(meta), b.Epoch(), orig
+		if move != nil {
+			gen, e, w = move(b, orig)
 		}
 		k0, k1 := b.key[0], b.key[1]
 		m := k0

@@ -166,7 +166,7 @@ func (t *Table) Insert(h uint64, key string, gens Generations, born int64) (b *B
 // The caller holds s's mutex.
 func (t *Table) room(s *shard, ix *index) *index {
 	if ix.full() {
-		ix = ix.rebuilt(1, t.mix, keep)
+		ix = ix.rebuilt(1, t.mix, nil)
 		s.index.Store(ix)
 	}
 	return ix
