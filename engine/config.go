@@ -29,8 +29,10 @@ type Config struct {
 	// Shards is the number of independent partitions of the key table, a
 	// power of two up to 65536. 0 picks 32 per usable CPU (GOMAXPROCS),
 	// rounded up to a power of two, and at least 256. A shard's index is
-	// rebuilt, under the shard's mutex, each time it doubles, so more shards
-	// mean shorter pauses for inserts; an empty shard costs about 200 bytes.
+	// rebuilt, under the shard's mutex, each time it grows by about 1.3,
+	// and inserts into the shard, and takes on its keys, wait for the
+	// rebuild: more shards mean shorter pauses; an empty shard costs about
+	// 320 bytes.
 	Shards int
 	// SweepInterval is how often the background sweeper evicts full
 	// buckets, which only frees memory: decisions are the same with or

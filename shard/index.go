@@ -90,7 +90,10 @@ func (ix *index) find(m uint64, key string) *Bucket {
 			if meta == 0 {
 				return tombed
 			}
-			if meta&^genMask == want && b.key[0] == k0 && (b.key[1] == k1 || ix.longMatch(b, want, key)) {
+			// One branch for the three words: which slot holds the key is
+			// as good as random, and a branch per word mispredicts for
+			// keys that share a first or a last 8 bytes.
+			if uint64(meta&^genMask^want)|(b.key[0]^k0)|(b.key[1]^k1) == 0 || ix.longMatch(b, meta, want, k0, key) {
 				if b.word.Load() != uint64(fixedpoint.Tomb) {
 					return b
 				}

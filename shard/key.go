@@ -32,12 +32,13 @@ func keyWords(m uint64, key string) (meta uint32, k0, k1 uint64) {
 	return occupied | uint32(len(key))<<lenShift, k0, k1
 }
 
-// longMatch reports whether slot b of ix, whose meta and first key word
-// match those of key, holds key, if key is long (want is keyWords' meta).
-// The arena is loaded only now, after b's meta, which was stored after the
-// key went into it.
-func (ix *index) longMatch(b *Bucket, want uint32, key string) bool {
-	return want&longKey != 0 && string(arenaKey(ix.arena(), b.key[1])) == key
+// longMatch reports whether slot b of ix, published with meta, holds key
+// when key is long (want and k0 are keyWords' meta and first word). The
+// arena is loaded only after meta, which was stored after the key went into
+// it.
+func (ix *index) longMatch(b *Bucket, meta, want uint32, k0 uint64, key string) bool {
+	return want&longKey != 0 && meta&^genMask == want && b.key[0] == k0 &&
+		string(arenaKey(ix.arena(), b.key[1])) == key
 }
 
 // packKey packs a key of at most 16 bytes into two little-endian words,
