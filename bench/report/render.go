@@ -298,8 +298,8 @@ machine runs.`, f*float64(procs), row("faucet", "hot", "allow"), procs, procs)
 		if core < floor {
 			verdict = "The target is out of reach on this machine for the same reason as scen=hot."
 		}
-		notes = append(notes, fmt.Sprintf(`**scen=par-distinct.** Keys of their own keep every goroutine on lines no
-other core writes, so this is scen=hot spread over %d cores: the target leaves
+		notes = append(notes, fmt.Sprintf(`**scen=par-distinct.** Every goroutine takes from 1024 keys of its own, all
+in cache, so this is scen=hot spread over %d cores: the target leaves
 %.1f ns per call (half of %s's %.1f ns), that is %.1f ns of one core's time,
 while the parts of a call that no design can drop (clock, hash and lookup,
 CompareAndSwap, counter add; see scen=hot) take %.1f ns. %s`,
