@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Spec is one limit that a Store binds: in httplimit, a rule's.
@@ -131,6 +132,25 @@ func (p *Pool) Release(l Limiter) {
 		p.byID[e.id] = list
 	}
 	e.l.Close()
+}
+
+// SweepAt sweeps every bound Engine at t (Engine.SweepAt) and returns how
+// many buckets it evicted: for a Pool whose Engines run no sweeper
+// (SweepInterval < 0) because its user decides on a clock of its own.
+func (p *Pool) SweepAt(t time.Time) int {
+	p.mu.Lock()
+	engines := make([]*Engine, 0, len(p.of))
+	for l := range p.of {
+		if e, ok := l.(*Engine); ok {
+			engines = append(engines, e)
+		}
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, e := range engines {
+		n += e.SweepAt(t)
+	}
+	return n
 }
 
 // Len returns the number of Limiters bound.

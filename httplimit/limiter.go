@@ -78,7 +78,9 @@ type Options struct {
 	// JitterSeed keys the Retry-After jitter. Instances that share a store
 	// should share the seed, so that a client gets one Retry-After from all.
 	JitterSeed uint64
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means time.Now. With a clock of its own and
+	// no Store, the Middleware sweeps its default store at this clock
+	// every 10 s, not at the real one.
 	Now func() time.Time
 	// OnStoreError, if set, is called with every error of the store.
 	OnStoreError func(error)
@@ -158,6 +160,9 @@ func (o Options) resolve() (*options, error) {
 type Middleware struct {
 	opts     *options
 	ownStore *engine.Pool // the default store, closed by Close
+	// stopSweep and swept start and end the sweeping of the default store
+	// at Options.Now, when it is set (nil otherwise).
+	stopSweep, swept chan struct{}
 	// set is the rule set in force; replaced whole by Reload.
 	set atomic.Pointer[ruleSet]
 	// values are the header values Handler writes, kept across reloads:
@@ -205,14 +210,22 @@ func New(rules []Rule, opts Options) (*Middleware, error) {
 	}
 	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, values: newHeaderValues()}
 	if o.store == nil {
-		l.ownStore = NewMemoryStore(MemoryOptions{})
+		if opts.Now == nil {
+			l.ownStore = NewMemoryStore(MemoryOptions{})
+		} else {
+			// The engines' own sweepers would judge fullness at the real
+			// clock, and evict buckets that this clock still sees drained
+			// (a clock ahead of the real one would lose every drained
+			// bucket to the first sweep): sweep at this clock instead.
+			l.ownStore = NewMemoryStore(MemoryOptions{SweepInterval: -1})
+			l.stopSweep, l.swept = make(chan struct{}), make(chan struct{})
+			go l.sweep(o.now)
+		}
 		o.store = l.ownStore
 	}
 	set, err := l.compile(rules)
 	if err != nil {
-		if l.ownStore != nil {
-			l.ownStore.Close()
-		}
+		l.closeStore()
 		return nil, err
 	}
 	l.set.Store(set)
@@ -245,7 +258,7 @@ func (l *Middleware) Reload(rules []Rule) error {
 }
 
 // Close releases the rules' buckets and, for the default store, stops its
-// engines' sweepers. Check keeps working with the last rules.
+// sweeping. Check keeps working with the last rules.
 func (l *Middleware) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -254,10 +267,38 @@ func (l *Middleware) Close() error {
 	}
 	l.closed = true
 	l.release(l.set.Load())
+	return l.closeStore()
+}
+
+// closeStore stops the default store's sweeping and closes it.
+func (l *Middleware) closeStore() error {
+	if l.stopSweep != nil {
+		close(l.stopSweep)
+		<-l.swept
+	}
 	if l.ownStore != nil {
 		return l.ownStore.Close()
 	}
 	return nil
+}
+
+// ownSweepEvery is how often a Middleware with its own clock sweeps its
+// default store: the engine's default SweepInterval.
+var ownSweepEvery = 10 * time.Second
+
+// sweep sweeps the default store at now until Close.
+func (l *Middleware) sweep(now func() time.Time) {
+	defer close(l.swept)
+	tk := time.NewTicker(ownSweepEvery)
+	defer tk.Stop()
+	for {
+		select {
+		case <-l.stopSweep:
+			return
+		case <-tk.C:
+			l.ownStore.SweepAt(now())
+		}
+	}
 }
 
 // Rules returns the rules in force, defaults filled in.
