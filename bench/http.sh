@@ -3,7 +3,9 @@
 # straight to an upstream, through a plain reverse proxy, and through faucet
 # serve (a per-IP rule that never binds, and the built-in 5 rps rule that
 # denies almost everything), every process separate, with the CPU time the
-# front process spends per request. Writes Go benchmark lines to the file
+# front process spends per request. A second plain proxy, identical to the
+# first, measures the noise: what proxy2 differs from proxy by, faucet may
+# differ by without costing anything. Writes Go benchmark lines to the file
 # given (default results/<date>-<commit>-http.txt), and httplimit's
 # BenchmarkCheck beside it (-check.txt). Takes about 8 minutes
 # (RUNS=8 rounds).
@@ -26,12 +28,13 @@ cat > "$tmp/allow.json" <<'JSON'
   "algorithm_config":{"rps":1000000,"burst":1000000}}]}
 JSON
 
-up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484
+up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484 px2=127.0.0.1:39485
 "$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
 "$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
+"$tmp/httpload" proxy --listen $px2 --upstream http://$up > /dev/null & pids+=($!); pid_proxy2=$!
 "$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
 "$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
-for a in $up $px $fa $fd; do
+for a in $up $px $fa $fd $px2; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done
 
@@ -39,17 +42,20 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; 5 s measured after 1 s warm-up; $runs rounds, targets interleaved, the order rotated each round; server-cpu = CPU of the process loaded (upstream, proxy or faucet)"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads the five targets in turn, 250 ms each, for 25 s after a 1 s warm-up (5 s measured per target), the order rotated each round; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise"
 } > "$out"
-targets=("bare $up $pid_bare" "proxy $px $pid_proxy" "faucet $fa $pid_faucet" "faucet-deny $fd $pid_deny")
+targets=("bare=http://$up/x,$pid_bare" "proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet"
+	"faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2")
 for round in $(seq 0 $((runs - 1))); do
-	# Each round starts one target later, so that no target always runs
-	# right after the same other one (or first, on a machine just idle).
-	for i in 0 1 2 3; do
-		set -- ${targets[$(((round + i) % 4))]}
-		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=rate$rate" --rate "$rate" --pid "$3" | tee -a "$out"
-		"$tmp/httpload" run --url "http://$2/x" --name "target=$1/load=conns$conns" --conns "$conns" --pid "$3" | tee -a "$out"
+	# The targets take turns a slice at a time, so that whatever else the
+	# machine runs falls on all of them alike; each round starts one
+	# target later.
+	args=()
+	for i in $(seq 0 4); do
+		args+=(--target "${targets[$(((round + i) % 5))]}")
 	done
+	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 25s | tee -a "$out"
+	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 25s | tee -a "$out"
 done
 # The limiter's own cost per request, without a network.
 check=${out%-http.txt}-check.txt

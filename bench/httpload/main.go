@@ -5,12 +5,16 @@
 //
 //	httpload upstream --listen ADDR              a minimal upstream ("ok")
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
-//	httpload run --url URL --name NAME [--rate R | --conns C] --duration D [--pid PID]
+//	httpload run --target NAME=URL[,PID] [--target ...] [--rate R | --conns C] --duration D [--slice S]
 //
-// run prints one line in Go benchmark format with the requests per second,
-// the latency percentiles and, with --pid, the CPU time the server process
-// PID spent per request while measured (user + system, from /proc): unlike
-// latency, it hardly moves when other processes compete for the cores. With --rate it is open-loop: requests are
+// run prints, for each target, one line in Go benchmark format with the
+// requests per second, the latency percentiles and, with a PID, the CPU time
+// the server process PID spent per request while measured (user + system,
+// read from the kernel's CPU clock of the process). Several targets are loaded in turn, a slice of --slice each,
+// over the same --duration: what else runs on the machine, and how that
+// changes from one second to the next, then falls on all of them alike. (CPU
+// time per request moves with it: a server that has fewer requests to batch
+// per wakeup spends more per request.) With --rate it is open-loop: requests are
 // scheduled at a fixed rate and each latency counts from its scheduled time,
 // so a stall is charged to every request it delays (no coordinated
 // omission). With --conns it is closed-loop: C connections send as fast as
@@ -33,6 +37,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -45,13 +50,20 @@ func main() {
 	fs := flag.NewFlagSet("httpload "+os.Args[1], flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address (upstream, proxy)")
 	upstream := fs.String("upstream", "", "upstream URL (proxy)")
-	target := fs.String("url", "", "URL to load (run)")
-	name := fs.String("name", "target=unnamed", "benchmark name suffix (run)")
+	var targets []*target
+	fs.Func("target", "`NAME=URL[,PID]` to load, and the server process whose CPU time per request to report; repeat it to load several in turn (run)", func(v string) error {
+		t, err := parseTarget(v)
+		if err == nil {
+			targets = append(targets, t)
+		}
+		return err
+	})
+	load := fs.String("load", "", "name of the load in the benchmark name (run; default rateR or connsC)")
 	rate := fs.Int("rate", 0, "open-loop requests per second (run)")
 	conns := fs.Int("conns", 0, "closed-loop connections (run)")
-	duration := fs.Duration("duration", 5*time.Second, "measured time (run)")
+	duration := fs.Duration("duration", 5*time.Second, "measured time, shared by the targets (run)")
 	warmup := fs.Duration("warmup", time.Second, "unmeasured time before it (run)")
-	pid := fs.Int("pid", 0, "server process whose CPU time per request to report (run)")
+	slice := fs.Duration("slice", 250*time.Millisecond, "how long each target is loaded before the next one's turn (run)")
 	fs.Parse(os.Args[2:])
 	switch os.Args[1] {
 	case "upstream":
@@ -64,11 +76,17 @@ func main() {
 		}
 		serve(*listen, newProxy(u))
 	case "run":
-		if *target == "" || (*rate > 0) == (*conns > 0) {
-			fmt.Fprintln(os.Stderr, "httpload run: --url and exactly one of --rate, --conns")
+		if len(targets) == 0 || (*rate > 0) == (*conns > 0) || *slice <= 0 {
+			fmt.Fprintln(os.Stderr, "httpload run: at least one --target, exactly one of --rate, --conns, and a positive --slice")
 			os.Exit(2)
 		}
-		run(*target, *name, *rate, *conns, *pid, *warmup, *duration)
+		if *load == "" {
+			*load = fmt.Sprintf("rate%d", *rate)
+			if *conns > 0 {
+				*load = fmt.Sprintf("conns%d", *conns)
+			}
+		}
+		run(targets, *load, *rate, *conns, *slice, *warmup, *duration)
 	default:
 		fmt.Fprintf(os.Stderr, "httpload: unknown command %q\n", os.Args[1])
 		os.Exit(2)
@@ -123,20 +141,62 @@ func serve(addr string, h http.Handler) {
 	srv.Shutdown(ctx)
 }
 
-func run(target, name string, rate, conns, pid int, warmup, duration time.Duration) {
+// target is one server that run loads, and what it measured of it.
+type target struct {
+	name, url string
+	pid       int
+
+	mu              sync.Mutex
+	hist            *hdrhistogram.Histogram
+	measured        int64
+	statusErr, errs int64
+	cpuFrom, cpu    time.Duration
+	activeNs        time.Duration // time the target was loaded in the measured window
+}
+
+// parseTarget parses --target NAME=URL[,PID].
+func parseTarget(s string) (*target, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok || name == "" || rest == "" {
+		return nil, fmt.Errorf("--target %q: want NAME=URL[,PID]", s)
+	}
+	t := &target{name: name, url: rest, hist: hdrhistogram.New(1_000, 10_000_000_000, 3)} // 1 µs to 10 s, ns
+	if u, p, ok := strings.Cut(rest, ","); ok {
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("--target %q: bad PID", s)
+		}
+		t.url, t.pid = u, pid
+	}
+	return t, nil
+}
+
+// run loads the targets in turn, slice by slice (targets[0] for the first
+// slice, targets[1] for the next, and so on round), so that each sees the
+// same machine: whatever else runs on it, and its changes over time, are
+// shared out between them, not charged to whichever ran at a bad moment.
+func run(targets []*target, load string, rate, conns int, slice, warmup, duration time.Duration) {
 	workers := conns
 	if rate > 0 {
 		workers = 256 // enough that a stall queues requests rather than workers
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: workers, MaxIdleConnsPerHost: workers}, Timeout: 10 * time.Second}
-	hist := hdrhistogram.New(1_000, 10_000_000_000, 3) // 1 µs to 10 s, ns
-	var mu sync.Mutex
-	var statusErr, errs int64
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: workers * len(targets), MaxIdleConnsPerHost: workers}, Timeout: 10 * time.Second}
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+duration)
-	var measured int64
-	one := func(scheduled time.Time) {
-		resp, err := client.Get(target)
+	// targetAt is the target loaded at time s.
+	targetAt := func(s time.Time) *target {
+		return targets[int(s.Sub(start)/slice)%len(targets)]
+	}
+	for s := measureFrom; s.Before(end); {
+		next := start.Add((s.Sub(start)/slice + 1) * slice)
+		if next.After(end) {
+			next = end
+		}
+		targetAt(s).activeNs += next.Sub(s)
+		s = next
+	}
+	one := func(t *target, scheduled time.Time) {
+		resp, err := client.Get(t.url)
 		done := time.Now()
 		ok := err == nil
 		if ok {
@@ -146,23 +206,28 @@ func run(target, name string, rate, conns, pid int, warmup, duration time.Durati
 		if scheduled.Before(measureFrom) {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		t.mu.Lock()
+		defer t.mu.Unlock()
 		switch {
 		case !ok:
-			errs++
+			t.errs++
 		case resp.StatusCode != http.StatusOK:
-			statusErr++
+			t.statusErr++
 		}
-		hist.RecordValue(int64(done.Sub(scheduled)))
-		measured++
+		t.hist.RecordValue(int64(done.Sub(scheduled)))
+		t.measured++
 	}
-	cpu := make(chan time.Duration, 1)
+	cpuDone := make(chan struct{})
 	go func() {
+		defer close(cpuDone)
 		time.Sleep(time.Until(measureFrom))
-		from := cpuTime(pid)
+		for _, t := range targets {
+			t.cpuFrom = cpuTime(t.pid)
+		}
 		time.Sleep(time.Until(end))
-		cpu <- cpuTime(pid) - from
+		for _, t := range targets {
+			t.cpu = cpuTime(t.pid) - t.cpuFrom
+		}
 	}()
 	var wg sync.WaitGroup
 	if rate > 0 {
@@ -170,7 +235,7 @@ func run(target, name string, rate, conns, pid int, warmup, duration time.Durati
 		for range workers {
 			wg.Go(func() {
 				for s := range tickets {
-					one(s)
+					one(targetAt(s), s)
 				}
 			})
 		}
@@ -190,41 +255,39 @@ func run(target, name string, rate, conns, pid int, warmup, duration time.Durati
 					if !s.Before(end) {
 						return
 					}
-					one(s)
+					one(targetAt(s), s)
 				}
 			})
 		}
 	}
 	wg.Wait()
-	secs := duration.Seconds()
-	fmt.Printf("BenchmarkHTTP/%s %d %.0f ns/op %.0f req/s %d p50-ns %d p99-ns %d p99.9-ns %.4f non200/op",
-		name, measured, hist.Mean(), float64(measured)/secs,
-		hist.ValueAtQuantile(50), hist.ValueAtQuantile(99), hist.ValueAtQuantile(99.9), float64(statusErr+errs)/float64(max(measured, 1)))
-	if pid > 0 {
-		fmt.Printf(" %.0f server-cpu-ns/op", float64(<-cpu)/float64(max(measured, 1)))
+	<-cpuDone
+	for _, t := range targets {
+		fmt.Printf("BenchmarkHTTP/target=%s/load=%s %d %.0f ns/op %.0f req/s %d p50-ns %d p99-ns %d p99.9-ns %.4f non200/op",
+			t.name, load, t.measured, t.hist.Mean(), float64(t.measured)/t.activeNs.Seconds(),
+			t.hist.ValueAtQuantile(50), t.hist.ValueAtQuantile(99), t.hist.ValueAtQuantile(99.9), float64(t.statusErr+t.errs)/float64(max(t.measured, 1)))
+		if t.pid > 0 {
+			fmt.Printf(" %.0f server-cpu-ns/op", float64(t.cpu)/float64(max(t.measured, 1)))
+		}
+		fmt.Println()
 	}
-	fmt.Println()
 }
 
-// cpuTime is the user + system CPU time of process pid so far (0 if pid is
-// 0 or unreadable).
+// cpuTime is the CPU time (user + system) process pid has run so far, in
+// nanoseconds, its exited threads included, from the kernel's CPU clock of
+// the process: /proc/PID/stat gives the same sum, but in clock ticks of
+// 10 ms, which at 2,000 requests per second over 5 s is 1 µs per request.
+// 0 if pid is 0 or the clock cannot be read.
 func cpuTime(pid int) time.Duration {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	// The clock ID of process pid's CPUCLOCK_SCHED clock (see
+	// clock_getcpuclockid(3) and the kernel's posix-timers.h).
+	id := uintptr(^pid<<3 | 2)
+	var ts syscall.Timespec
+	if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, id, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
 		return 0
 	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the line, in clock ticks (USER_HZ, 100 on
-	// Linux).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond
+	return time.Duration(ts.Nano())
 }

@@ -32,15 +32,17 @@ func httpSection(dir string) (string, error) {
 	fmt.Fprintf(&b, "\n## HTTP: faucet serve on loopback\n\n")
 	fmt.Fprintf(&b, "`bench/http.sh` runs an upstream, a plain reverse proxy (the same transport and\n")
 	fmt.Fprintf(&b, "forwarding as faucet serve, no limiter) and faucet serve, each its own process,\n")
-	fmt.Fprintf(&b, "and loads each from a separate load generator: open-loop at a fixed rate\n")
-	fmt.Fprintf(&b, "(latency counted from each request's scheduled time) and closed-loop with\n")
-	fmt.Fprintf(&b, "concurrent connections. faucet runs a per-IP rule that never binds;\n")
+	fmt.Fprintf(&b, "and loads them from a load generator of its own, in turn, a quarter of a second\n")
+	fmt.Fprintf(&b, "each, so that what else the machine runs falls on all of them alike: open-loop\n")
+	fmt.Fprintf(&b, "at a fixed rate (latency counted from each request's scheduled time) and\n")
+	fmt.Fprintf(&b, "closed-loop with concurrent connections. faucet runs a per-IP rule that never binds;\n")
 	fmt.Fprintf(&b, "faucet-deny the built-in rule (5 rps per IP), so nearly every request is a 429\n")
 	fmt.Fprintf(&b, "that never reaches the upstream. Medians of the rounds in `bench/%s`;\n", filepath.ToSlash(file))
-	fmt.Fprintf(&b, "all four processes and the load generator share the machine's cores.\n\n")
+	fmt.Fprintf(&b, "all these processes and the load generator share the machine's cores. proxy2 is a\n")
+	fmt.Fprintf(&b, "second plain proxy, identical to proxy: how far apart the two are is the noise.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
-		for _, t := range []string{"bare", "proxy", "faucet", "faucet-deny"} {
+		for _, t := range []string{"bare", "proxy", "proxy2", "faucet", "faucet-deny"} {
 			get := func(unit string) float64 { v, _ := r.medianOf(unit, "bench", "HTTP", "target", t, "load", l); return v }
 			if get("req/s") == 0 {
 				continue
@@ -49,7 +51,7 @@ func httpSection(dir string) (string, error) {
 				ms(get("p50-sec")), ms(get("p99-sec")), ms(get("p99.9-sec")), get("server-cpu-sec/op")*1e6, 100*get("non200/op"))
 		}
 	}
-	b.WriteString("\n| load | faucet p99 / proxy p99 | target | met | p (Mann-Whitney, p99) | faucet req/s / proxy req/s | faucet CPU − proxy CPU per request | target | met |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| load | faucet p99 / proxy p99 | target | met | p (Mann-Whitney, p99) | faucet req/s / proxy req/s | faucet CPU − proxy CPU per request | target | met | noise: proxy2 req/s / proxy req/s, CPU − proxy CPU |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
 		fp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "faucet", "load", l)
 		pp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "proxy", "load", l)
@@ -57,6 +59,11 @@ func httpSection(dir string) (string, error) {
 		pc, _ := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", "proxy", "load", l)
 		fr, _ := r.medianOf("req/s", "bench", "HTTP", "target", "faucet", "load", l)
 		pr, _ := r.medianOf("req/s", "bench", "HTTP", "target", "proxy", "load", l)
+		noise := "—"
+		if p2r, ok := r.medianOf("req/s", "bench", "HTTP", "target", "proxy2", "load", l); ok && pr != 0 {
+			p2c, _ := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", "proxy2", "load", l)
+			noise = fmt.Sprintf("%.3f, %+.1f µs", p2r/pr, (p2c-pc)*1e6)
+		}
 		if pp == 0 || pr == 0 {
 			continue
 		}
@@ -81,8 +88,8 @@ func httpSection(dir string) (string, error) {
 				closedMet = "**no**"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.2f | %.3f | %+.1f µs | %s | %s |\n", l, fp/pp, target, met,
-			p, fr/pr, (fc-pc)*1e6, closedTarget, closedMet)
+		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.2f | %.3f | %+.1f µs | %s | %s | %s |\n", l, fp/pp, target, met,
+			p, fr/pr, (fc-pc)*1e6, closedTarget, closedMet, noise)
 	}
 	check, err := checkSection(dir)
 	if err != nil {
