@@ -45,6 +45,9 @@ func (o *options) clientIP(r *http.Request) (netip.Addr, bool) {
 // proxy in front of the limiter passes that header on only then, and
 // replaces it otherwise.
 func (l *Middleware) FromTrustedProxy(r *http.Request) bool {
+	if len(l.opts.trustedProxies) == 0 {
+		return false // the common case, asked of every proxied request
+	}
 	ip, ok := parseHost(r.RemoteAddr)
 	return ok && l.opts.trusted(ip)
 }

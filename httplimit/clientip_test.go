@@ -139,4 +139,17 @@ func TestFromTrustedProxy(t *testing.T) {
 			t.Errorf("FromTrustedProxy(%q) = %v, want %v", addr, got, want)
 		}
 	}
+	// Without trusted proxies, no address is one.
+	none, err := httplimit.New([]httplimit.Rule{{Name: "r", LimitKeys: []string{"ip:address"}, Rate: 1, Burst: 1}}, httplimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	for _, addr := range []string{"10.1.2.3:443", "127.0.0.1:80", "[::1]:80", "garbage"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		if none.FromTrustedProxy(r) {
+			t.Errorf("FromTrustedProxy(%q) without trusted proxies = true", addr)
+		}
+	}
 }
