@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/list"
 	"net"
 	"net/http"
 	"sync"
@@ -32,7 +31,7 @@ type connCap struct {
 
 	mu    sync.Mutex
 	open  int       // connections accepted and not yet closed; guarded by mu
-	quiet list.List // of *cappedConn, quiet longest first; guarded by mu
+	quiet quietList // quiet longest first; guarded by mu
 
 	freed     chan struct{} // a slot was freed (capacity 1)
 	done      chan struct{} // closed by Close
@@ -44,8 +43,11 @@ type connCap struct {
 // cappedConn is a connection of a connCap, which frees its slot on Close.
 type cappedConn struct {
 	net.Conn
-	cap   *connCap
-	quiet *list.Element // its place in cap.quiet while quiet; guarded by cap.mu
+	cap *connCap
+	// prev and next link it into cap.quiet while inQuiet; guarded by
+	// cap.mu.
+	prev, next *cappedConn
+	inQuiet    bool
 	// closed is set, under cap.mu, once Close freed the slot: states the
 	// server reports later do not make it quiet again.
 	closed bool
@@ -85,9 +87,8 @@ func (l *connCap) admit() bool {
 			l.mu.Unlock()
 			return true
 		}
-		if e := l.quiet.Front(); e != nil {
-			victim := l.quiet.Remove(e).(*cappedConn)
-			victim.quiet = nil
+		if victim := l.quiet.front; victim != nil {
+			l.quiet.remove(victim)
 			l.mu.Unlock()
 			victim.Close() // frees its slot before returning
 			l.evicted.Add(1)
@@ -130,11 +131,10 @@ func (l *connCap) ConnState(nc net.Conn, state http.ConnState) {
 	defer l.mu.Unlock()
 	switch {
 	case c.closed:
-	case quiet && c.quiet == nil:
-		c.quiet = l.quiet.PushBack(c)
-	case !quiet && c.quiet != nil:
-		l.quiet.Remove(c.quiet)
-		c.quiet = nil
+	case quiet && !c.inQuiet:
+		l.quiet.pushBack(c)
+	case !quiet && c.inQuiet:
+		l.quiet.remove(c)
 	}
 }
 
@@ -147,6 +147,47 @@ func (l *connCap) Stats() (open int, evicted, rejected uint64) {
 	return open, l.evicted.Load(), l.rejected.Load()
 }
 
+// quietList is a doubly linked list of connections threaded through the
+// connections themselves: a connection goes quiet after every request, and
+// container/list allocated an element each time.
+type quietList struct {
+	front, back *cappedConn
+	n           int
+}
+
+// Len returns the number of connections in q.
+func (q *quietList) Len() int { return q.n }
+
+// pushBack appends c, which is in no list, to q.
+func (q *quietList) pushBack(c *cappedConn) {
+	c.prev, c.next = q.back, nil
+	if q.back != nil {
+		q.back.next = c
+	} else {
+		q.front = c
+	}
+	q.back = c
+	c.inQuiet = true
+	q.n++
+}
+
+// remove takes c, which is in q, out of it.
+func (q *quietList) remove(c *cappedConn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.front = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.back = c.prev
+	}
+	c.prev, c.next = nil, nil
+	c.inQuiet = false
+	q.n--
+}
+
 func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
@@ -157,9 +198,8 @@ func (c *cappedConn) Close() error {
 func (c *cappedConn) release() {
 	l := c.cap
 	l.mu.Lock()
-	if c.quiet != nil {
-		l.quiet.Remove(c.quiet)
-		c.quiet = nil
+	if c.inQuiet {
+		l.quiet.remove(c)
 	}
 	c.closed = true
 	l.open--

@@ -166,3 +166,32 @@ func TestConnCapRejectsAfterTheWait(t *testing.T) {
 		t.Errorf("open %d, rejected %d; want 1 and 1", open, rejected)
 	}
 }
+
+// A connection goes quiet after every request and busy with the next one;
+// the list of quiet connections keeps its order without allocating.
+func TestConnStateOrderAndNoAllocation(t *testing.T) {
+	l := newConnCap(nil, 8, time.Second)
+	conns := make([]*cappedConn, 4)
+	for i := range conns {
+		conns[i] = &cappedConn{cap: l}
+		l.ConnState(conns[i], http.StateNew)
+	}
+	l.ConnState(conns[1], http.StateActive) // 0 2 3
+	l.ConnState(conns[0], http.StateActive) // 2 3
+	l.ConnState(conns[1], http.StateIdle)   // 2 3 1
+	l.ConnState(conns[0], http.StateIdle)   // 2 3 1 0
+	l.ConnState(conns[3], http.StateActive) // 2 1 0
+	var got []*cappedConn
+	for c := l.quiet.front; c != nil; c = c.next {
+		got = append(got, c)
+	}
+	if want := []*cappedConn{conns[2], conns[1], conns[0]}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || l.quiet.Len() != 3 || l.quiet.back != conns[0] {
+		t.Errorf("quiet list %p (len %d), want %p", got, l.quiet.Len(), want)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		l.ConnState(conns[2], http.StateActive)
+		l.ConnState(conns[2], http.StateIdle)
+	}); n != 0 {
+		t.Errorf("%v allocations per request, want 0", n)
+	}
+}
