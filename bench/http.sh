@@ -42,20 +42,27 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads the five targets in turn, 250 ms each, for 25 s after a 1 s warm-up (5 s measured per target), the order rotated each round; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads proxy, proxy2, faucet and faucet-deny in turn, 250 ms each, for 20 s after a 1 s warm-up (5 s measured per target), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise"
 } > "$out"
-targets=("bare=http://$up/x,$pid_bare" "proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet"
-	"faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2")
+targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2")
+bare() {
+	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --rate "$rate" | tee -a "$out"
+	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --conns "$conns" | tee -a "$out"
+}
 for round in $(seq 0 $((runs - 1))); do
 	# The targets take turns a slice at a time, so that whatever else the
 	# machine runs falls on all of them alike; each round starts one
-	# target later.
+	# target later. The upstream serves the others' requests too, so its
+	# CPU time per request is measured while it is loaded alone, before
+	# them in one round, after them in the next.
+	if ((round % 2 == 0)); then bare; fi
 	args=()
-	for i in $(seq 0 4); do
-		args+=(--target "${targets[$(((round + i) % 5))]}")
+	for i in $(seq 0 3); do
+		args+=(--target "${targets[$(((round + i) % 4))]}")
 	done
-	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 25s | tee -a "$out"
-	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 25s | tee -a "$out"
+	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 20s | tee -a "$out"
+	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 20s | tee -a "$out"
+	if ((round % 2 == 1)); then bare; fi
 done
 # The limiter's own cost per request, without a network.
 check=${out%-http.txt}-check.txt
