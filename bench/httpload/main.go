@@ -25,6 +25,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/faucetgo/faucet/internal/gcfloor"
 	"io"
 	"net"
 	"net/http"
@@ -32,9 +33,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +75,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "httpload proxy: --upstream must be a URL")
 			os.Exit(2)
 		}
-		keepHeapFloor()
+		gcfloor.Keep()
 		serve(*listen, newProxy(u))
 	case "run":
 		if len(targets) == 0 || (*rate > 0) == (*conns > 0) || *slice <= 0 {
@@ -99,7 +97,7 @@ func main() {
 
 // newProxy mirrors faucet serve's proxy: same transport settings, same
 // forwarding header handling, same pool of copy buffers, no limiter. (The
-// proxy command also sets the same floor under the heap: keepHeapFloor.)
+// proxy command also sets the same floor under the heap: gcfloor.Keep.)
 func newProxy(u *url.URL) http.Handler {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
@@ -126,59 +124,6 @@ func (copyBuffers) Put(b []byte) {
 	if len(b) == 32<<10 {
 		copyBufferPool.Put((*[32 << 10]byte)(b))
 	}
-}
-
-// heapFloor, goHeapMinimum, keepHeapFloor, gcPercentFor and onEveryGC are
-// faucet serve's (cmd/faucet/gcfloor.go), so that the plain proxy
-// collects garbage as often as faucet serve would with as little live.
-const (
-	heapFloor     = 16 << 20
-	goHeapMinimum = 4 << 20
-)
-
-// keepHeapFloor makes the collector aim for a heap of at least heapFloor,
-// and otherwise for twice what is live, unless GOGC is set.
-func keepHeapFloor() {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return
-	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	last := -1
-	adjust := func() {
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return
-		}
-		if p := gcPercentFor(sample[0].Value.Uint64()); p != last {
-			debug.SetGCPercent(p)
-			last = p
-		}
-	}
-	adjust()
-	onEveryGC(adjust)
-}
-
-func gcPercentFor(live uint64) int {
-	const most = heapFloor / goHeapMinimum * 100
-	if live*2 >= heapFloor {
-		return 100
-	}
-	if live*(1+most/100) <= heapFloor {
-		return most
-	}
-	return int(heapFloor*100/live) - 100
-}
-
-func onEveryGC(f func()) {
-	type sentinel struct{ _ *byte }
-	var arm func()
-	arm = func() {
-		runtime.AddCleanup(&sentinel{}, func(struct{}) {
-			f()
-			arm()
-		}, struct{}{})
-	}
-	arm()
 }
 
 // serve prints "listening on ADDR" and serves until SIGTERM or SIGINT.

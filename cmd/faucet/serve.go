@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/faucetgo/faucet/internal/gcfloor"
 	"io"
 	"log"
 	"log/slog"
@@ -224,7 +225,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		logger.Error("cannot start", "err", err)
 		return 1
 	}
-	keepHeapFloor()
+	gcfloor.Keep()
 	return s.run()
 }
 

@@ -1,4 +1,4 @@
-package main
+package gcfloor
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 
 // heapFloor is the heap size below which serve does not collect garbage
 // (unless GOGC is set). Go's own floor is 4 MiB: with the 1.5 MiB that
-// serve's code keeps live at start (protocol-buffer and metric
+// faucet serve's code keeps live at start (protocol-buffer and metric
 // registries, mostly), and the 7 KiB that net/http and the reverse
 // proxy allocate per request, the collector ran every 300 requests or
 // so and cost some 10 µs of CPU per request, a third of what serve
@@ -22,11 +22,11 @@ const goHeapMinimum = 4 << 20
 
 var heapFloorOnce sync.Once
 
-// keepHeapFloor makes the collector aim for a heap of at least heapFloor,
+// Keep makes the collector aim for a heap of at least heapFloor,
 // and otherwise, as Go does by default, for twice what is live: after
 // every collection it sets the GC percentage for the heap found live. It
 // does nothing if GOGC is set: the operator chose.
-func keepHeapFloor() {
+func Keep() {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}
