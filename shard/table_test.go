@@ -377,3 +377,38 @@ func TestEvictedSlotsAreNotReused(t *testing.T) {
 		}
 	}
 }
+
+// A flood of keys that are created and evicted again leaves tombs in the
+// index; rebuilds drop them, so the index stays sized for the live keys,
+// however many keys came and went.
+func TestChurnKeepsIndexBounded(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(1, 17)
+	for round := range 200 {
+		for i := range 500 {
+			k := fmt.Sprint(round, "-", i)
+			tab.Insert(Hash(k), k, Fixed{l}, 0)
+		}
+		tab.Sweep(0, func(b *Bucket) (bool, int64) { return b.Tomb(b.load()), 0 })
+	}
+	ix := tab.shards[0].index.Load()
+	if length(tab) != 0 || ix.slots() > 2000 {
+		t.Fatalf("after 100,000 keys came and went: %d live, %d slots; want 0 and at most 2000", length(tab), ix.slots())
+	}
+	if a := ix.arena(); len(a) != 0 {
+		t.Fatalf("arena of %d bytes for keys of at most 16 bytes", len(a))
+	}
+	// Keys of 40 bytes live in the arena, which rebuilds compact too.
+	long := strings.Repeat("x", 32)
+	for round := range 200 {
+		for i := range 500 {
+			k := fmt.Sprintf("%s%08d", long, round*500+i)
+			tab.Insert(Hash(k), k, Fixed{l}, 0)
+		}
+		tab.Sweep(0, func(b *Bucket) (bool, int64) { return b.Tomb(b.load()), 0 })
+	}
+	ix = tab.shards[0].index.Load()
+	if a := ix.arena(); ix.slots() > 2000 || ix.longUsed > int(ix.slots())*44 || len(a) > 2*int(ix.slots())*44 {
+		t.Fatalf("after 100,000 long keys came and went: %d slots, arena %d of %d bytes", ix.slots(), ix.longUsed, len(a))
+	}
+}
