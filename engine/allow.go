@@ -18,22 +18,28 @@ import (
 // goes through take.
 func (e *Engine) Allow(key string) bool {
 	key = BoundedKey(key)
+	h := shard.Hash(key)
+	probe := e.table.Prefetch(h)
 	ns := e.nanosNow()
 	g := e.current()
-	if b := e.table.Lookup(shard.Hash(key), key); b != nil && b.Gen() == g.id {
+	if b := probe.Lookup(key); b != nil && b.Gen() == g.id {
 		l := g.layout
 		if s, st := b.Take(l, l.At(ns), fixedpoint.QuantaPerToken); st == shard.Done {
 			e.count(s.Allowed)
 			return s.Allowed
 		}
 	}
-	return e.take(g, ns, key, 1, false).Allowed
+	return e.take(g, ns, h, key, 1, false).Allowed
 }
 
 // AllowN takes n tokens from key's bucket now if it holds them. Use it for
 // weighted requests; n may be fractional (0.001 resolution) and 0 peeks.
 func (e *Engine) AllowN(key string, n float64) Decision {
-	return e.decide(e.nanosNow(), key, n)
+	key = BoundedKey(key)
+	h := shard.Hash(key)
+	e.table.Prefetch(h)
+	ns := e.nanosNow()
+	return e.take(e.current(), ns, h, key, n, true)
 }
 
 // AllowAt takes n tokens from key's bucket at time t if it holds them.
@@ -84,14 +90,14 @@ func (e *Engine) tokensAt(g *generation, ns int64, key string) float64 {
 
 // decide is AllowAt at ns, nanoseconds since the epoch, for the caller's key.
 func (e *Engine) decide(ns int64, key string, n float64) Decision {
-	return e.take(e.current(), ns, BoundedKey(key), n, true)
+	key = BoundedKey(key)
+	return e.take(e.current(), ns, shard.Hash(key), key, n, true)
 }
 
 // take is the body of every take, on a key BoundedKey has already applied
 // to, in generation g. With detail false only Allowed is filled in (Allow
 // needs nothing else).
-func (e *Engine) take(g *generation, ns int64, key string, n float64, detail bool) Decision {
-	h := shard.Hash(key)
+func (e *Engine) take(g *generation, ns int64, h uint64, key string, n float64, detail bool) Decision {
 	cost, ok := fixedpoint.Quantize(n)
 	if !ok {
 		e.denied.add()

@@ -55,7 +55,8 @@ func (e *Engine) Generation() Generation { return e.current() }
 
 // PeekIn is AllowAt(t, key, 0) made by a call that loaded g on entry.
 func (e *Engine) PeekIn(g Generation, t time.Time, key string) Decision {
-	return e.take(g, e.nanosAt(t), BoundedKey(key), 0, true)
+	key = BoundedKey(key)
+	return e.take(g, e.nanosAt(t), shard.Hash(key), key, 0, true)
 }
 
 // TokensIn is TokensAt made by a call that loaded g on entry.

@@ -14,6 +14,9 @@
 // when that is full of other keys), compares the key in place, and the take
 // that follows swaps the word in the same line: one cache line per call,
 // which is what a table larger than the caches pays for in memory latency.
+// Table.Prefetch starts that line's load and returns a Probe that finishes
+// the lookup later, so that an engine reads the clock while the line is on
+// its way.
 // A longer key keeps its index hash in the slot, which rejects other keys
 // without leaving the line, and its bytes in an arena of the index, read
 // once the hash matches.

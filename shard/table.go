@@ -107,6 +107,29 @@ func (t *Table) Lookup(h uint64, key string) *Bucket {
 	return s.index.Load().find(t.mix(h), key)
 }
 
+// Probe is where a lookup of one hash starts: its shard's index as loaded,
+// and the hash mixed for that index.
+type Probe struct {
+	ix *index
+	m  uint64
+}
+
+// Prefetch starts loading the cache line a lookup of h reads first, and
+// returns without waiting for it. An engine calls it before it reads the
+// clock: the clock's fences wait for loads but not for prefetches, so a
+// table larger than the caches pays its memory latency and the clock's at
+// once rather than one after the other.
+func (t *Table) Prefetch(h uint64) Probe {
+	p := Probe{t.shards[t.ShardOf(h)].shard.index.Load(), t.mix(h)}
+	prefetch(unsafe.Pointer(&p.ix.lines[p.ix.start(p.m)]))
+	return p
+}
+
+// Lookup is Table.Lookup of the hash p was made for, in the index p
+// loaded: a rebuild since then has tombed every slot p can find, which
+// reads as a bucket found gone.
+func (p Probe) Lookup(key string) *Bucket { return p.ix.find(p.m, key) }
+
 // Watermark returns the time (nanoseconds since the engine's epoch) of the
 // latest eviction in key's shard, math.MinInt64 if none: a key without a
 // bucket is as if updated then.

@@ -412,3 +412,42 @@ func TestChurnKeepsIndexBounded(t *testing.T) {
 		t.Fatalf("after 100,000 long keys came and went: %d slots, arena %d of %d bytes", ix.slots(), ix.longUsed, len(a))
 	}
 }
+
+// A Probe made before a rebuild looks in the index it loaded: it must find
+// the key's tombed slot there, never a live word another call can no longer
+// see, while the table finds the copy in the new index with the same state.
+func TestProbeAcrossRebuild(t *testing.T) {
+	l := layout(t)
+	tab := NewTable(1, 11)
+	const key = "probe-key"
+	h := Hash(key)
+	b, _ := tab.Insert(h, key, Fixed{l}, 0)
+	if _, st := b.Take(l, l.At(0), 3); st != Done {
+		t.Fatalf("take: status %d", st)
+	}
+	probe := tab.Prefetch(h)
+	if got := probe.Lookup(key); got != b {
+		t.Fatalf("probe before the rebuild found %p, want %p", got, b)
+	}
+	if got := tab.Prefetch(Hash("other")).Lookup("other"); got != nil {
+		t.Fatalf("probe of a missing key found %p", got)
+	}
+	tab.Rewrite(0, nil)
+	old := probe.Lookup(key)
+	if old != b {
+		t.Fatalf("stale probe found %p, want the old slot %p", old, b)
+	}
+	if _, st := old.Take(l, l.At(0), 1); st != Gone {
+		t.Fatalf("take through a stale probe: status %d, want Gone", st)
+	}
+	now := tab.Lookup(h, key)
+	if now == nil || now == b {
+		t.Fatalf("table lookup after the rebuild found %p (old %p)", now, b)
+	}
+	if got := tab.Prefetch(h).Lookup(key); got != now {
+		t.Fatalf("fresh probe found %p, want %p", got, now)
+	}
+	if _, left, live := peek(now, l, l.At(0)); !live || left != l.Capacity()-3 {
+		t.Fatalf("moved bucket holds %d quanta (live %v), want %d", left, live, l.Capacity()-3)
+	}
+}

@@ -50,7 +50,9 @@ BenchmarkCost (below), added up. A call needs the monotonic clock, the key's
 hash and lookup, the fixed-point step and the counter add, and, when it
 admits, one CompareAndSwap; a denial writes nothing. scen=many and scen=zipf
 add one memory latency per call in their own call order (line-many,
-line-zipf: dependent loads from a 1e6-key table of 32 bytes per key).
+line-zipf: dependent loads from a 1e6-key table of 32 bytes per key), of
+which a call hides the clock read's share: it starts loading the line
+before it reads the clock, so the two count as the longer of them.
 par-distinct spreads one-key calls over the cores; in par-hot the admitting
 calls also take turns on the one shared word (cas-shared per call). The
 last column is how far faucet is from the floor: the room left.
