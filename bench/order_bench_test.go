@@ -2,7 +2,6 @@ package bench
 
 import (
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 )
 
@@ -37,20 +36,8 @@ func BenchmarkKeyOrder(b *testing.B) {
 			}
 			calls := callKeys(keys, perm)
 			b.ReportAllocs()
-			var next, admitted atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				g := int(next.Add(1) - 1)
-				own := calls[(g*1024)%len(calls):][:1024]
-				n, i := int64(0), 0
-				for pb.Next() {
-					if l.allow(own[i]) {
-						n++
-					}
-					i = (i + 1) & 1023
-				}
-				admitted.Add(n)
-			})
-			b.ReportMetric(float64(admitted.Load())/float64(b.N), "admit/op")
+			admitted := ownKeysParallel(b, l, calls)
+			b.ReportMetric(float64(admitted)/float64(b.N), "admit/op")
 		})
 	}
 }

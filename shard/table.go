@@ -103,8 +103,7 @@ func (t *Table) ShardOf(h uint64) int {
 // (look again under the mutex: Current); failing that nil. It takes no lock
 // and allocates nothing.
 func (t *Table) Lookup(h uint64, key string) *Bucket {
-	s := &t.shards[t.ShardOf(h)].shard
-	return s.index.Load().find(t.mix(h), key)
+	return t.probe(h).Lookup(key)
 }
 
 // Probe is where a lookup of one hash starts: its shard's index as loaded,
@@ -120,9 +119,14 @@ type Probe struct {
 // table larger than the caches pays its memory latency and the clock's at
 // once rather than one after the other.
 func (t *Table) Prefetch(h uint64) Probe {
-	p := Probe{t.shards[t.ShardOf(h)].shard.index.Load(), t.mix(h)}
+	p := t.probe(h)
 	prefetch(unsafe.Pointer(&p.ix.lines[p.ix.start(p.m)]))
 	return p
+}
+
+// probe loads the index of h's shard.
+func (t *Table) probe(h uint64) Probe {
+	return Probe{t.shards[t.ShardOf(h)].shard.index.Load(), t.mix(h)}
 }
 
 // Lookup is Table.Lookup of the hash p was made for, in the index p
