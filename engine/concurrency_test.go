@@ -281,3 +281,41 @@ func TestShardCountDoesNotChangeDecisions(t *testing.T) {
 		}
 	}
 }
+
+// An attacker floods one shard with new keys while clients spend theirs:
+// every new key grows the shard's index, and each growth rebuilds it under
+// calls that loaded the old index before they read the clock (Allow's
+// prefetch). Those calls must find the old slots tombed and look again, so
+// each client key still yields exactly its burst, never a token more and
+// never a fresh bucket.
+func TestAllowRacingAFloodOfNewKeys(t *testing.T) {
+	const clients, burst, flood = 8, 50, 40_000
+	// An empty bucket refills in 366 days (the longest allowed): no token
+	// comes back within the test, on the real clock.
+	e := newEngine(t, engine.Config{Limit: burst / 31622400.0, Burst: burst, Shards: 1, SweepInterval: -1})
+	var admitted [clients]atomic.Int64
+	var flooded atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			// Enough calls to drain every client key, and more until the
+			// flood is over.
+			for i := 0; i < 2*clients*burst || !flooded.Load(); i++ {
+				k := (i + g) % clients
+				if e.Allow(fmt.Sprintf("client-%d", k)) {
+					admitted[k].Add(1)
+				}
+			}
+		})
+	}
+	for i := range flood {
+		e.Allow(fmt.Sprintf("flood-%d", i))
+	}
+	flooded.Store(true)
+	wg.Wait()
+	for k := range clients {
+		if n := admitted[k].Load(); n != burst {
+			t.Errorf("client-%d admitted %d, want exactly %d", k, n, burst)
+		}
+	}
+}
