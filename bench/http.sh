@@ -5,9 +5,12 @@
 # denies almost everything), every process separate, with the CPU time the
 # front process spends per request. A second plain proxy, identical to the
 # first, measures the noise: what proxy2 differs from proxy by, faucet may
-# differ by without costing anything. Writes Go benchmark lines to the file
-# given (default results/<date>-<commit>-http.txt), and httplimit's
-# BenchmarkCheck beside it (-check.txt). Takes about 8 minutes
+# differ by without costing anything. proxy-linked is the plain proxy built
+# with the libraries faucet serve links (httpload/linked.go): how far it is
+# from proxy is the cost of serve's weight alone, before serve does anything.
+# Writes Go benchmark lines to the file given (default
+# results/<date>-<commit>-http.txt), and httplimit's BenchmarkCheck and
+# BenchmarkCheckCold beside it (-check.txt). Takes about 10 minutes
 # (RUNS=8 rounds).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -22,19 +25,23 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 go build -o "$tmp/httpload" ./httpload
+go build -tags linked -o "$tmp/httpload-linked" ./httpload
 (cd ../cmd && go build -o "$tmp/faucet" ./faucet)
 cat > "$tmp/allow.json" <<'JSON'
 {"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
   "algorithm_config":{"rps":1000000,"burst":1000000}}]}
 JSON
 
-up=127.0.0.1:39481 px=127.0.0.1:39482 fa=127.0.0.1:39483 fd=127.0.0.1:39484 px2=127.0.0.1:39485
+# Below Linux's ephemeral ports (32768 and up), which outgoing connections
+# take.
+up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=127.0.0.1:29485 pl=127.0.0.1:29486
 "$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
 "$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
 "$tmp/httpload" proxy --listen $px2 --upstream http://$up > /dev/null & pids+=($!); pid_proxy2=$!
+"$tmp/httpload-linked" proxy --listen $pl --upstream http://$up > /dev/null & pids+=($!); pid_linked=$!
 "$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
 "$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
-for a in $up $px $fa $fd $px2; do
+for a in $up $px $fa $fd $px2 $pl; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done
 
@@ -42,9 +49,9 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads proxy, proxy2, faucet and faucet-deny in turn, 250 ms each, for 20 s after a 1 s warm-up (5 s measured per target), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise"
+	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads proxy, proxy2, proxy-linked, faucet and faucet-deny in turn, 250 ms each, for 25 s after a 1 s warm-up (5 s measured per target), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links"
 } > "$out"
-targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2")
+targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked")
 bare() {
 	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --rate "$rate" | tee -a "$out"
 	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --conns "$conns" | tee -a "$out"
@@ -57,14 +64,19 @@ for round in $(seq 0 $((runs - 1))); do
 	# them in one round, after them in the next.
 	if ((round % 2 == 0)); then bare; fi
 	args=()
-	for i in $(seq 0 3); do
-		args+=(--target "${targets[$(((round + i) % 4))]}")
+	n=${#targets[@]}
+	for i in $(seq 0 $((n - 1))); do
+		args+=(--target "${targets[$(((round + i) % n))]}")
 	done
-	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 20s | tee -a "$out"
-	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 20s | tee -a "$out"
+	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 25s | tee -a "$out"
+	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 25s | tee -a "$out"
 	if ((round % 2 == 1)); then bare; fi
 done
-# The limiter's own cost per request, without a network.
+# The limiter's own cost per request, without a network: in a tight loop,
+# and with the caches emptied before each request (a fixed count, as
+# emptying them takes far longer than the request).
 check=${out%-http.txt}-check.txt
 (cd .. && go test -run '^$' -bench '^BenchmarkCheck$' -benchmem -count 10 ./httplimit/) | tee "$check"
+(cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=l3$' -benchtime 2000x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
+(cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=dram$' -benchtime 100x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 echo "wrote $out and $check"

@@ -5,6 +5,7 @@
 //
 //	httpload upstream --listen ADDR              a minimal upstream ("ok")
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
+//	                                             (built with -tags linked, in a binary of serve's weight: linked.go)
 //	httpload run --target NAME=URL[,PID] [--target ...] [--rate R | --conns C] --duration D [--slice S]
 //
 // run prints, for each target, one line in Go benchmark format with the
