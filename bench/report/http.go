@@ -146,8 +146,8 @@ func checkSection(dir string) (string, error) {
 	fmt.Fprintf(&b, "misses. `BenchmarkCheckCold` empties the caches before each request, as a\n")
 	fmt.Fprintf(&b, "server's other work between requests does: cache=l3 writes 8 MiB (more than a\n")
 	fmt.Fprintf(&b, "core's L1 and L2), cache=dram 128 MiB (more than most L3s); rules=none is the\n")
-	fmt.Fprintf(&b, "harness alone, to subtract. What a request costs faucet serve in the load test\n")
-	fmt.Fprintf(&b, "lies between the two.\n\n```\n%s\n```\n", strings.TrimSpace(table))
+	fmt.Fprintf(&b, "harness alone, to subtract. A request in a server pays for some of those misses,\n")
+	fmt.Fprintf(&b, "which the tight loop never shows.\n\n```\n%s\n```\n", strings.TrimSpace(table))
 	return b.String(), nil
 }
 
