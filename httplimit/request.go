@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -31,9 +32,12 @@ type request struct {
 func (q *request) clientKey() string {
 	if !q.ipDone {
 		q.ipDone = true
-		ip, ok := parseHost(q.r.RemoteAddr)
-		if !q.direct {
-			ip, ok = q.o.clientIP(q.r)
+		var ip netip.Addr
+		var ok bool
+		if q.direct {
+			ip, ok = parseHost(q.r.RemoteAddr)
+		} else {
+			ip, ok = q.o.clientIP(q.r) // parses RemoteAddr itself
 		}
 		if ok {
 			start := len(q.sc.buf)
