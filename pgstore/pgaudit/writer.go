@@ -83,11 +83,13 @@ type Writer struct {
 	queue chan httplimit.Denial
 
 	// Counters: recorded and dropped are the request path's, the others the
-	// goroutine's. inHand is the rows taken from the queue and not yet
-	// written, rejected or abandoned.
+	// goroutine's. pending is the denials queued and not yet written,
+	// rejected or abandoned: Deny adds one before the queue has it, the
+	// goroutine takes it away only once the row's fate is known, so no
+	// moment of the hand-over shows a denial as gone.
 	recorded, dropped                           atomic.Uint64
 	written, rejected, abandoned, batches, fail atomic.Uint64
-	inHand                                      atomic.Int64
+	pending                                     atomic.Int64
 
 	closed    atomic.Bool   // Deny drops from now on
 	stop      chan struct{} // closed by Close: write what is queued, then end
@@ -120,10 +122,12 @@ func (w *Writer) Deny(d httplimit.Denial) {
 		w.dropped.Add(1)
 		return
 	}
+	w.pending.Add(1)
 	select {
 	case w.queue <- d:
 	default:
 		w.dropped.Add(1)
+		w.pending.Add(-1)
 	}
 }
 
@@ -144,17 +148,22 @@ type Stats struct {
 	// (each retry of one batch is one more).
 	Batches, FailedBatches uint64
 	// Queued is the denials waiting: in the queue, and taken from it but not
-	// yet written.
+	// yet written. It may count, for an instant, a denial that Deny is
+	// about to drop, never too few.
 	Queued int
 }
 
 // Stats returns the Writer's counts. The counters are read one by one, so
 // that they add up (see the package documentation) only when no denial
-// comes and no batch is being written.
+// comes and no batch is being written. Queued is read first: a row's
+// Written (or Rejected, or Abandoned) is counted before it leaves Queued, so
+// Stats that show Queued 0 show every row queued before as written,
+// rejected or abandoned.
 func (w *Writer) Stats() Stats {
+	queued := int(w.pending.Load())
 	return Stats{Recorded: w.recorded.Load(), Written: w.written.Load(), Dropped: w.dropped.Load(),
 		Rejected: w.rejected.Load(), Abandoned: w.abandoned.Load(), Batches: w.batches.Load(),
-		FailedBatches: w.fail.Load(), Queued: len(w.queue) + int(w.inHand.Load())}
+		FailedBatches: w.fail.Load(), Queued: queued}
 }
 
 // Close stops taking denials, writes those queued (retrying as usual) until
@@ -191,14 +200,12 @@ func (w *Writer) run() {
 			w.drain(batch)
 			return
 		}
-		w.inHand.Add(1)
 		timer.Reset(w.o.FlushInterval)
 		wait := true
 		for wait && len(batch) < w.o.MaxBatch {
 			select {
 			case d := <-w.queue:
 				batch = append(batch, d)
-				w.inHand.Add(1)
 			case <-timer.C:
 				wait = false
 			case <-w.stop:
@@ -221,7 +228,6 @@ func (w *Writer) take(batch []httplimit.Denial) []httplimit.Denial {
 		select {
 		case d := <-w.queue:
 			batch = append(batch, d)
-			w.inHand.Add(1)
 		default:
 			return batch
 		}
@@ -244,6 +250,7 @@ func (w *Writer) drain(batch []httplimit.Denial) {
 				<-w.queue
 			}
 			w.abandoned.Add(uint64(n))
+			w.pending.Add(-int64(n))
 			return
 		}
 	}
@@ -258,7 +265,7 @@ func (w *Writer) write(batch []httplimit.Denial) {
 		if err == nil {
 			w.batches.Add(1)
 			w.written.Add(uint64(len(batch)))
-			w.inHand.Add(-int64(len(batch)))
+			w.pending.Add(-int64(len(batch)))
 			return
 		}
 		w.fail.Add(1)
@@ -277,7 +284,7 @@ func (w *Writer) write(batch []httplimit.Denial) {
 		}
 		if w.ctx.Err() != nil {
 			w.abandoned.Add(uint64(len(batch)))
-			w.inHand.Add(-int64(len(batch)))
+			w.pending.Add(-int64(len(batch)))
 			return
 		}
 		wait = min(2*wait, w.o.MaxBackoff)
@@ -289,7 +296,7 @@ func (w *Writer) write(batch []httplimit.Denial) {
 func (w *Writer) bisect(batch []httplimit.Denial) {
 	if len(batch) == 1 {
 		w.rejected.Add(1)
-		w.inHand.Add(-1)
+		w.pending.Add(-1)
 		return
 	}
 	h := len(batch) / 2
