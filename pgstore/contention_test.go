@@ -90,7 +90,7 @@ func TestContentionTakeAll(t *testing.T) {
 // buckets of their own.
 func TestKeysAreBytes(t *testing.T) {
 	db := newDB(t, Schema{})
-	l := mustNew(t, db, Config{Limit: frozen, Burst: 1, Prefix: uniquePrefix()})
+	l := mustNew(t, db, Config{Limit: frozen, Burst: 1, Prefix: uniquePrefix(), Timeout: testTimeout})
 	long := string(make([]byte, 10_000))
 	keys := []string{"", "a", "a\x00", "\xff\xfe", long, long + "x", "ключ"}
 	for _, k := range keys {

@@ -20,6 +20,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testTimeout bounds each statement in tests that are not about timing:
+// DefaultTimeout (100 ms) is a production round trip's bound, which a
+// PostgreSQL on a machine busy with the whole test suite under -race can
+// exceed.
+const testTimeout = 10 * time.Second
+
 // newDB returns a pool on a fresh database with the schema installed.
 func newDB(t testing.TB, schema Schema) *pgxpool.Pool {
 	t.Helper()

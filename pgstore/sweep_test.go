@@ -88,9 +88,9 @@ func TestSweepBoundsTheTable(t *testing.T) {
 		}
 	}
 	db := newDB(t, Schema{})
-	l := mustNew(t, db, Config{Limit: 10, Burst: 5, Prefix: uniquePrefix()})
+	l := mustNew(t, db, Config{Limit: 10, Burst: 5, Prefix: uniquePrefix(), Timeout: testTimeout})
 	// A live bucket, refilling until long after the test: kept.
-	live := mustNew(t, db, Config{Limit: frozen, Burst: 5, Prefix: uniquePrefix()})
+	live := mustNew(t, db, Config{Limit: frozen, Burst: 5, Prefix: uniquePrefix(), Timeout: testTimeout})
 	if d, err := live.Take(context.Background(), "live", 5); err != nil || !d.Allowed {
 		t.Fatal(d, err)
 	}

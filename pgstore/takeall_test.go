@@ -18,8 +18,8 @@ func TestTakeAllOtherTableIsForeign(t *testing.T) {
 	if err := Install(context.Background(), db, Schema{Table: "other_buckets"}); err != nil {
 		t.Fatal(err)
 	}
-	a := mustNew(t, db, Config{Limit: frozen, Burst: 1})
-	b := mustNew(t, db, Config{Limit: frozen, Burst: 1, Table: "other_buckets"})
+	a := mustNew(t, db, Config{Limit: frozen, Burst: 1, Timeout: testTimeout})
+	b := mustNew(t, db, Config{Limit: frozen, Burst: 1, Table: "other_buckets", Timeout: testTimeout})
 	out := make([]engine.Decision, 2)
 	if _, err := a.TakeAll(context.Background(), []engine.Take{{Limiter: a, Key: "k", N: 1}, {Limiter: b, Key: "k", N: 1}}, out); !errors.Is(err, engine.ErrForeignTake) {
 		t.Fatalf("TakeAll across tables: %v, want ErrForeignTake", err)
@@ -32,7 +32,7 @@ func TestTakeAllOtherTableIsForeign(t *testing.T) {
 // A TakeAll that only peeks writes and locks nothing: no rows appear.
 func TestTakeAllPeeksWriteNothing(t *testing.T) {
 	db := newDB(t, Schema{})
-	l := mustNew(t, db, Config{Limit: 1, Burst: 5})
+	l := mustNew(t, db, Config{Limit: 1, Burst: 5, Timeout: testTimeout})
 	out := make([]engine.Decision, 2)
 	k, err := l.TakeAll(context.Background(), []engine.Take{{Limiter: l, Key: "x", N: 0}, {Limiter: l, Key: "y", N: 0}}, out)
 	if err != nil || k != -1 || out[0].Remaining != 5 || out[1].Remaining != 5 {
@@ -47,8 +47,8 @@ func TestTakeAllPeeksWriteNothing(t *testing.T) {
 // allowed if the call was, denied otherwise.
 func TestTakeAllStats(t *testing.T) {
 	db := newDB(t, Schema{})
-	a := mustNew(t, db, Config{Limit: frozen, Burst: 5})
-	b := mustNew(t, db, Config{Limit: frozen, Burst: 1})
+	a := mustNew(t, db, Config{Limit: frozen, Burst: 5, Timeout: testTimeout})
+	b := mustNew(t, db, Config{Limit: frozen, Burst: 1, Timeout: testTimeout})
 	out := make([]engine.Decision, 2)
 	takes := []engine.Take{{Limiter: a, Key: "k", N: 1}, {Limiter: b, Key: "k", N: 1}}
 	for range 2 {
