@@ -159,7 +159,7 @@ func (e *Engine) reserveOn(hash uint64, key string, p place, ns int64, cost uint
 		case planNone:
 			return act, held{}, res
 		}
-		h := held{p: p, key: key, atNs: act, ns: act, cost: cost, g: g}
+		h := held{p: p, key: key, atNs: act, ns: act, cost: cost, g: g, ahead: act > ns}
 		if pl == planInPlace {
 			return act, h, reserved
 		}
@@ -218,7 +218,10 @@ func (r *Reservation) Cancel() { r.CancelAt(time.Now()) }
 // refill brings them, never sooner. Nothing is given back once t is past
 // TimeToAct (the holder may have acted), for a reservation that is not OK,
 // or a second time. A change of limit (SetAt) between the reservation and
-// its cancellation is allowed for as in TakeAll's give-back.
+// its cancellation is allowed for as in TakeAll's give-back, except for a
+// reservation that had to wait: the wait was priced at the old rate, and
+// what it is worth at the new one is not known, so nothing is given back
+// (the bucket keeps the tokens: it errs towards denying).
 func (r *Reservation) CancelAt(t time.Time) {
 	if r.ok {
 		r.cancelAt(r.e.nanosAt(t))

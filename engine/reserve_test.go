@@ -197,6 +197,30 @@ func TestReserveIntervalBound(t *testing.T) {
 	}
 }
 
+// A reservation that waited, cancelled after SetAt lowered the rate, gives
+// nothing back: at 20/s its 2 tokens were due at 100 ms, at 10/s those
+// 100 ms hold 1 token, and giving the 2 back (rewound by the 1 the new rate
+// refills) left 1 token at 0 in a bucket drained at 0: an admission above
+// Burst + Limit × elapsed. TestReserveRacingTakesConcurrent found it.
+func TestReserveCancelAfterSetAtGivesNothingBack(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 20, Burst: 2})
+	if !e.AllowAt(at(0), "k", 2).Allowed {
+		t.Fatal("a full bucket of 2 refused 2")
+	}
+	r := e.ReserveN(at(0), "k", 2)
+	wantAct(t, r, 100*time.Millisecond)
+	if err := e.SetAt(at(0), 10, 2); err != nil {
+		t.Fatal(err)
+	}
+	r.CancelAt(at(0))
+	if d := e.AllowAt(at(0), "k", 1); d.Allowed {
+		t.Errorf("a take of 1 at 0 in the bucket drained at 0 = %+v, want denied", d)
+	}
+	if got := e.TokensAt(at(0), "k"); got != 0 {
+		t.Errorf("bucket holds %v at 0 after the cancel, want 0", got)
+	}
+}
+
 // Takes, reservations, cancellations and sweeps racing on one key with a
 // frozen clock: what is admitted by each instant T (takes at the frozen
 // time, reservations not cancelled at their TimeToAct) is at most

@@ -73,6 +73,10 @@ type held struct {
 	// on is, for a denial by a bucket, that bucket: where a reservation
 	// waits for its tokens.
 	on place
+	// ahead is set on a reservation that waits: its take moved the
+	// bucket's stamp past the decision, pricing the time between at g's
+	// rate, so only g can give it back (see giveBack).
+	ahead bool
 }
 
 // engineOf is the Engine of a take that checkTakes accepted.
@@ -284,6 +288,14 @@ func (e *Engine) giveBack(h held, from int64) Decision {
 		)
 		orig, next, ep, pl, live := g.update(p.b, func(w fixedpoint.Word, ep fixedpoint.Epoch) (fixedpoint.Word, fixedpoint.Epoch, plan) {
 			_, at, tokens = l.Advance(w, l.Base(ep), now)
+			if h.ahead && h.g != g {
+				// The tokens a waiting reservation took are refill it
+				// priced at its generation's rate, up to its TimeToAct;
+				// at another rate that time holds another amount, which
+				// the word no longer tells: nothing is given back, as
+				// across two changes in refillSince.
+				return w, ep, planNone
+			}
 			took := l.CeilTick(h.atNs) // the take's tick, in g's units
 			back := min(h.cost, l.Capacity())
 			if at > took {
