@@ -64,23 +64,24 @@ func httpSection(dir string) (string, error) {
 		// CPU and req/s are compared round by round: the targets of a round
 		// were loaded in turn over the same seconds, and what moves from
 		// one round to the next moves all of them.
-		cpu := func(t string) float64 {
-			return paired(r, "server-cpu-sec/op", l, t, "proxy", func(a, b float64) float64 { return a - b })
+		cpu := func(t, base string) float64 {
+			return paired(r, "server-cpu-sec/op", l, t, base, func(a, b float64) float64 { return a - b })
 		}
-		rate := func(t string) float64 {
-			return paired(r, "req/s", l, t, "proxy", func(a, b float64) float64 { return a / b })
+		rate := func(t, base string) float64 {
+			return paired(r, "req/s", l, t, base, func(a, b float64) float64 { return a / b })
+		}
+		// against is target t's req/s ratio and CPU difference to base.
+		against := func(t, base string) string {
+			return fmt.Sprintf("%.3f, %+.1f µs", rate(t, base), cpu(t, base)*1e6)
 		}
 		pr, _ := r.medianOf("req/s", "bench", "HTTP", "target", "proxy", "load", l)
-		dc, fr := cpu("faucet"), rate("faucet")
+		dc, fr := cpu("faucet", "proxy"), rate("faucet", "proxy")
 		noise, weight, own := "—", "—", "—"
 		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "proxy2", "load", l); ok && pr != 0 {
-			noise = fmt.Sprintf("%.3f, %+.1f µs", rate("proxy2"), cpu("proxy2")*1e6)
+			noise = against("proxy2", "proxy")
 		}
 		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "proxy-linked", "load", l); ok && pr != 0 {
-			weight = fmt.Sprintf("%.3f, %+.1f µs", rate("proxy-linked"), cpu("proxy-linked")*1e6)
-			own = fmt.Sprintf("%.3f, %+.1f µs",
-				paired(r, "req/s", l, "faucet", "proxy-linked", func(a, b float64) float64 { return a / b }),
-				1e6*paired(r, "server-cpu-sec/op", l, "faucet", "proxy-linked", func(a, b float64) float64 { return a - b }))
+			weight, own = against("proxy-linked", "proxy"), against("faucet", "proxy-linked")
 		}
 		if pp == 0 || pr == 0 {
 			continue
