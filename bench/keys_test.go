@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // keys13 returns n distinct 13-byte keys ("key:000000042"), the shape of a
@@ -90,4 +91,18 @@ func inOrder(n int) []int32 {
 		s[i] = int32(i)
 	}
 	return s
+}
+
+// filled returns a limiter of im, closed when b ends, that admits every call
+// and holds a live bucket for each of n 13-byte keys (keys13(n), returned).
+func filled(b *testing.B, im impl, n int) (limiter, []string) {
+	l, closeFn := im.new(limitFor(im, "allow"))
+	if closeFn != nil {
+		b.Cleanup(closeFn)
+	}
+	keys := keys13(n)
+	for _, k := range keys {
+		l.allow(k)
+	}
+	return l, keys
 }

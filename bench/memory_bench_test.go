@@ -83,14 +83,7 @@ func BenchmarkScaling(b *testing.B) {
 		for _, n := range []int{1e3, 1e4, 1e5, 1e6, 1e7} {
 			b.Run(fmt.Sprintf("impl=%s/keys=%.0e", im.name, float64(n)), func(b *testing.B) {
 				per := bytesPerKey(im, n)
-				l, closeFn := im.new(limitFor(im, "allow"))
-				if closeFn != nil {
-					defer closeFn()
-				}
-				keys := keys13(n)
-				for _, k := range keys {
-					l.allow(k)
-				}
+				l, keys := filled(b, im, n)
 				calls := callKeys(keys, uniformSeq(n))
 				b.ReportAllocs()
 				admitted, i := 0, 0

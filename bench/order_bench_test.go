@@ -13,22 +13,10 @@ import (
 // consecutive each core writes memory of its own; real traffic creates keys
 // in whatever order requests bring them, which scattered stands for.
 func BenchmarkKeyOrder(b *testing.B) {
-	var im impl
-	for _, i := range impls {
-		if i.name == "faucet" {
-			im = i
-		}
-	}
+	im := selected("faucet")[0]
 	for _, order := range []string{"consecutive", "scattered"} {
 		b.Run("impl=faucet/order="+order, func(b *testing.B) {
-			l, closeFn := im.new(limitFor(im, "allow"))
-			if closeFn != nil {
-				defer closeFn()
-			}
-			keys := keys13(1 << 14)
-			for _, k := range keys {
-				l.allow(k)
-			}
+			l, keys := filled(b, im, 1<<14)
 			perm := inOrder(len(keys))
 			if order == "scattered" {
 				rng := rand.New(rand.NewPCG(3, 4))
