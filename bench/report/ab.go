@@ -106,21 +106,32 @@ func sharingNote(dir string) (string, error) {
 			return "", err
 		}
 	}
+	var trend string
+	switch {
+	case g[0] < g[1] && g[1] < g[2]:
+		trend = "and the gain grows as that share falls from a half to a sixteenth to 1/128."
+	case g[0] < min(g[1], g[2]):
+		trend = `and the gain is least where that share is largest (a half, at
+2048 keys); between a sixteenth and 1/128 this run does not tell them
+apart.`
+	default:
+		trend = `and the gain does not follow that share in this run: where the host
+places the two vCPUs decides what a line's move costs (see scen=par-hot).`
+	}
 	return fmt.Sprintf(`
-**Why scen=par-distinct allows more slowly.** At %s a bucket lived apart
-from the index, and buckets were laid out in the order their keys were
-created, so par-distinct's goroutines, each on 1024 keys created one after
-the other, wrote lines of their own. Now each bucket is in its index slot,
-two slots to a 64-byte line, so that a lookup reads one line (scen=many);
-slots are placed by hash, and a line may also hold a key that the other
-core writes. Such a line moves from core to core on every write to it, and
+**Why scen=par-distinct allows more slowly.** At %s each bucket was a
+24-byte heap object of its own, apart from the index, and objects allocated
+one after another sit side by side, so par-distinct's goroutines, each on
+1024 keys created one after the other, wrote lines of their own. Now each
+bucket is in its index slot, two slots to a 64-byte line, so that a lookup
+reads one line (scen=many); slots are placed by hash, and a line may also
+hold a key that the other core writes. Such a line moves from core to core on every write to it, and
 the chance of one is in proportion to the share of the table's keys the
 other core uses. BenchmarkSharing runs par-distinct's loop in tables of
 2048, 16384 (par-distinct's) and 131072 keys, on one goroutine and on two
-(`+"`bench/%s`"+`): two goroutines make %.2f×, %.2f× and %.2f× the calls per
-second of one, as that share falls from a half to a sixteenth to 1/128.
-A line per bucket would
-end the sharing at twice the memory per key, above the 56-byte budget of
-scen=many.
-`, baseline, filepath.ToSlash(file), g[0], g[1], g[2]), nil
+(`+"`bench/%s`"+`):
+two goroutines make %.2f×, %.2f× and %.2f× the calls per second of one,
+%s A line per bucket would end the sharing at twice the memory per key,
+above the 56-byte budget of scen=many.
+`, baseline, filepath.ToSlash(file), g[0], g[1], g[2], trend), nil
 }
