@@ -37,7 +37,6 @@ run scaling go test -run '^$' -bench '^BenchmarkScaling$' -benchmem -count 10 -t
 run tail go test -run '^$' -bench '^BenchmarkTail$' -count 10 -timeout 0 -scaling="faucet,$first" .
 run sweep go test -run '^$' -bench '^BenchmarkSweep' -count 10 -timeout 0 .
 run cost go test -run '^$' -bench '^BenchmarkCost$' -count 10 -timeout 0 .
-run sharing go test -run '^$' -bench '^BenchmarkSharing$' -cpu 1,2 -count 10 -timeout 0 .
 
 # CPU profiles of faucet's own rows, for the document's explanations. Only
 # samples under Engine.Allow count, so a scenario's setup (creating 1e6 keys)

@@ -44,11 +44,14 @@ func abSection(dir string) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## faucet against %s\n\n", baseline)
-	fmt.Fprintf(&b, "faucet's own BenchmarkAllow rows at %s and at %s, one test binary per\n", baseline, commit)
-	fmt.Fprintf(&b, "commit run alternately 10 times on the same machine (`bench/%s`):\n", filepath.ToSlash(commands))
+	fmt.Fprintf(&b, "faucet's own BenchmarkAllow rows, and BenchmarkKeyOrder and BenchmarkSharing if\n")
+	fmt.Fprintf(&b, "the run has them, at %s and at %s, one test binary per commit run\n", baseline, commit)
+	fmt.Fprintf(&b, "alternately 10 times on the same machine (`bench/%s`):\n", filepath.ToSlash(commands))
 	fmt.Fprintf(&b, "%s.\n\n```\n%s\n```\n", verdict, strings.TrimSpace(table))
-	if slices.ContainsFunc(slower, func(r string) bool { return strings.Contains(r, "scen=par-distinct/mode=allow") }) {
-		note, err := sharingNote(dir)
+	if slices.ContainsFunc(slower, func(r string) bool {
+		return strings.Contains(r, "scen=par-distinct/") || strings.HasPrefix(r, "Sharing/")
+	}) {
+		note, err := sharingNote(base, head, commit)
 		if err != nil {
 			return "", err
 		}
@@ -75,63 +78,55 @@ func slowerRows(table string) []string {
 	return out
 }
 
-// sharingNote explains par-distinct's allow row from the newest
-// BenchmarkSharing run (results/<date>-<commit>-sharing.txt, -cpu 1,2), or
-// says that no run is there to explain it.
-func sharingNote(dir string) (string, error) {
-	file, r, err := newest(dir, "-sharing.txt")
-	if err != nil || file == "" {
-		return "\nNo BenchmarkSharing run is in bench/results to explain scen=par-distinct.\n", err
-	}
-	// gain is how many times one goroutine's calls per second two
-	// goroutines make in a table of n keys.
-	gain := func(n string) (float64, error) {
-		var one, two float64
-		for _, s := range r.find("bench", "Sharing", "impl", "faucet", "keys", n) {
-			switch s.procs {
-			case 0, 1:
-				one = median(s.values["sec/op"])
-			case 2:
-				two = median(s.values["sec/op"])
-			}
-		}
-		if one == 0 || two == 0 {
-			return 0, fmt.Errorf("%s: keys=%s needs rows at -cpu 1 and 2", file, n)
-		}
-		return one / two, nil
-	}
-	var g [3]float64
-	for i, n := range []string{"2048", "16384", "131072"} {
-		if g[i], err = gain(n); err != nil {
+// sharingNote explains par-distinct's and BenchmarkSharing's slower rows
+// from the A/B's own BenchmarkSharing rows (run at -cpu 1,2 for both
+// commits), or says that the A/B has none.
+func sharingNote(baseFile, headFile, commit string) (string, error) {
+	var gains [2][3]float64 // [commit][table size]: two goroutines' calls per second over one's
+	for c, file := range []string{baseFile, headFile} {
+		r, err := load(file)
+		if err != nil {
 			return "", err
 		}
+		for i, n := range []string{"2048", "16384", "131072"} {
+			var one, two float64
+			for _, s := range r.find("bench", "Sharing", "impl", "faucet", "keys", n) {
+				switch s.procs {
+				case 0, 1:
+					one = median(s.values["sec/op"])
+				case 2:
+					two = median(s.values["sec/op"])
+				}
+			}
+			if one == 0 || two == 0 {
+				return "\nThe A/B has no BenchmarkSharing rows at -cpu 1 and 2 to explain the rows above.\n", nil
+			}
+			gains[c][i] = one / two
+		}
 	}
-	var trend string
-	switch {
-	case g[0] < g[1] && g[1] < g[2]:
-		trend = "and the gain grows as that share falls from a half to a sixteenth to 1/128."
-	case g[0] < min(g[1], g[2]):
-		trend = `and the gain is least where that share is largest (a half, at
-2048 keys); between a sixteenth and 1/128 this run does not tell them
-apart.`
-	default:
-		trend = `and the gain does not follow that share in this run: where the host
+	loss := func(i int) float64 { return gains[0][i] / gains[1][i] }
+	trend := "the loss shrinks as that share falls."
+	if !(loss(0) > loss(1) && loss(1) > loss(2)) {
+		trend = `this run does not order the losses by that share: where the host
 places the two vCPUs decides what a line's move costs (see scen=par-hot).`
 	}
 	return fmt.Sprintf(`
-**Why scen=par-distinct allows more slowly.** At %s each bucket was a
-24-byte heap object of its own, apart from the index, and objects allocated
-one after another sit side by side, so par-distinct's goroutines, each on
-1024 keys created one after the other, wrote lines of their own. Now each
-bucket is in its index slot, two slots to a 64-byte line, so that a lookup
-reads one line (scen=many); slots are placed by hash, and a line may also
-hold a key that the other core writes. Such a line moves from core to core on every write to it, and
-the chance of one is in proportion to the share of the table's keys the
-other core uses. BenchmarkSharing runs par-distinct's loop in tables of
-2048, 16384 (par-distinct's) and 131072 keys, on one goroutine and on two
-(`+"`bench/%s`"+`):
-two goroutines make %.2f×, %.2f× and %.2f× the calls per second of one,
-%s A line per bucket would end the sharing at twice the memory per key,
-above the 56-byte budget of scen=many.
-`, baseline, filepath.ToSlash(file), g[0], g[1], g[2], trend), nil
+**Why two cores gain less now.** At %s each bucket was a 24-byte heap
+object of its own, apart from the index, and objects allocated one after
+another sit side by side, so par-distinct's goroutines, each on 1024 keys
+created one after the other, wrote lines of their own. Now each bucket is
+in its index slot, two slots to a 64-byte line, so that a lookup reads one
+line (scen=many); slots are placed by hash, and a line may also hold a key
+the other core writes, which then moves from core to core on every write
+to it. The chance of such a line is in proportion to the share of the
+table's keys the other core uses: a half, a sixteenth and 1/128 in
+BenchmarkSharing, which runs par-distinct's loop in tables of 2048, 16384
+(par-distinct's) and 131072 keys, on one goroutine and on two. Two
+goroutines make %.2f×, %.2f× and %.2f× the calls per second of one
+at %s, and %.2f×, %.2f× and %.2f× at %s;
+%s Two slots per line are what keeps a lookup to one line within
+scen=many's 56-byte budget per key; a line per bucket would end the sharing
+at twice the memory.
+`, baseline, gains[0][0], gains[0][1], gains[0][2], baseline,
+		gains[1][0], gains[1][1], gains[1][2], commit, trend), nil
 }
