@@ -127,10 +127,10 @@ func TestAdmissionBoundAcrossEveryPath(t *testing.T) {
 		for j := range admitted {
 			sum += admitted[j].n
 			t1 := admitted[j].at
-			// The window [t0, t1] grows back one admission at a time;
-			// burst is the largest burst in force in it (k walks back
-			// over the limits), priced and floor as limitSchedule.refill
-			// says.
+			// The window [admitted[i].at, t1] grows back one admission
+			// at a time; burst is the largest burst in force in it (k
+			// walks back over the limits), priced and floor as
+			// limitSchedule.refill says.
 			k := limits.in(t1)
 			win, burst, priced, floor := 0.0, limits[k].burst, t1, 0.0
 			for i := j; i >= 0; i-- {
