@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"testing"
-	"time"
 )
 
 // BenchmarkTake is one caller's check against a local server, next to the
@@ -31,9 +30,9 @@ func BenchmarkTake(b *testing.B) {
 		{"op=peek", 1, 0},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			l, err := New(db, Config{Limit: 1e9, Burst: 1, Prefix: uniquePrefix(), Timeout: 10 * time.Second})
+			l, err := New(db, Config{Limit: 1e9, Burst: 1, Prefix: uniquePrefix(), Timeout: testTimeout})
 			if tc.limit < 1e9 {
-				l, err = New(db, Config{Limit: 0.001, Burst: 1, Prefix: uniquePrefix(), Timeout: 10 * time.Second})
+				l, err = New(db, Config{Limit: 0.001, Burst: 1, Prefix: uniquePrefix(), Timeout: testTimeout})
 			}
 			if err != nil {
 				b.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/engine/limitertest"
@@ -29,7 +28,7 @@ func TestConformance(t *testing.T) {
 				pools[t] = p
 			}
 			mu.Unlock()
-			l, err := New(p, Config{Limit: limit, Burst: burst, Prefix: uniquePrefix(), Timeout: 10 * time.Second, OnFailure: FailClosed})
+			l, err := New(p, Config{Limit: limit, Burst: burst, Prefix: uniquePrefix(), Timeout: testTimeout, OnFailure: FailClosed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +51,7 @@ func TestStoreConformance(t *testing.T) {
 			s, ok := stores[t]
 			if !ok {
 				var err error
-				s, err = NewStore(db, StoreOptions{Table: "store_buckets", Prefix: uniquePrefix(), Timeout: 10 * time.Second, SweepEvery: -1})
+				s, err = NewStore(db, StoreOptions{Table: "store_buckets", Prefix: uniquePrefix(), Timeout: testTimeout, SweepEvery: -1})
 				if err != nil {
 					t.Fatal(err)
 				}

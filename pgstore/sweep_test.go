@@ -159,7 +159,7 @@ func TestSweepSkipsLockedRows(t *testing.T) {
 	flood(t, db, l, "k", 100, time.Now().Add(-time.Hour).UnixMicro())
 	lockRow(t, pgtest.Shared(t).DSNOf(db.Config().ConnConfig.Database), l, "k7")
 	start := time.Now()
-	removed, err := Sweep(context.Background(), db, SweepOptions{Batch: 10, Timeout: 10 * time.Second})
+	removed, err := Sweep(context.Background(), db, SweepOptions{Batch: 10, Timeout: testTimeout})
 	if err != nil || removed != 99 {
 		t.Fatalf("sweep: %d removed, %v; want the 99 rows not locked", removed, err)
 	}

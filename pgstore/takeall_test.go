@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -75,7 +74,7 @@ func TestIsolationChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer strict.Close()
-	l := mustNew(t, strict, Config{Limit: 1, Burst: 5, Timeout: 10 * time.Second})
+	l := mustNew(t, strict, Config{Limit: 1, Burst: 5, Timeout: testTimeout})
 	_, err = l.Take(context.Background(), "k", 1)
 	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "READ COMMITTED") {
 		t.Fatalf("take under REPEATABLE READ: %v, want an error naming READ COMMITTED that took nothing", err)
