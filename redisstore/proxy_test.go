@@ -1,8 +1,9 @@
 package redisstore
 
 import (
-	"io"
+	"bytes"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,17 @@ import (
 type slowProxy struct {
 	ln    net.Listener
 	delay atomic.Int64 // nanoseconds
+
+	mu   sync.Mutex
+	sent []byte // every byte forwarded to the server; guarded by mu
+}
+
+// forwarded reports whether the bytes of s have been forwarded to the
+// server.
+func (p *slowProxy) forwarded(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return bytes.Contains(p.sent, []byte(s))
 }
 
 func newSlowProxy(t *testing.T, target string) *slowProxy {
@@ -35,7 +47,24 @@ func newSlowProxy(t *testing.T, target string) *slowProxy {
 				c.Close()
 				continue
 			}
-			go func() { io.Copy(s, c); s.Close() }()
+			go func() {
+				defer s.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						if _, werr := s.Write(buf[:n]); werr != nil {
+							return
+						}
+						p.mu.Lock()
+						p.sent = append(p.sent, buf[:n]...)
+						p.mu.Unlock()
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
 			go func() {
 				defer c.Close()
 				buf := make([]byte, 64<<10)
