@@ -37,6 +37,12 @@ func faucetBinary(t *testing.T) string {
 		t.Skip("builds and runs the binary")
 	}
 	buildOnce.Do(func() {
+		// FAUCET_BIN replays the tests against another build, such as
+		// one from before a fix, to see a test fail there.
+		if bin := os.Getenv("FAUCET_BIN"); bin != "" {
+			binPath = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "faucet-e2e")
 		if err != nil {
 			buildErr = err
