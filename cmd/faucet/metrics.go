@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,7 +89,7 @@ func (m *metrics) watchRLS(srv *envoyrls.Server) { m.rls = srv }
 
 // watchConns exports the connection counts of listener name; it is called
 // once per listener, before serving.
-func (m *metrics) watchConns(name string, c *connCap) {
+func (m *metrics) watchConns(name string, c *conncap.Listener) {
 	labels := prometheus.Labels{"listener": name}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

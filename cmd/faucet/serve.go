@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
@@ -485,7 +486,14 @@ func (s *server) listen() ([]*listener, error) {
 			maxConns = adminMaxConns
 		}
 		if maxConns > 0 {
-			c := newConnCap(ln, maxConns, s.cfg.http.readHeaderTimeout)
+			c, err := conncap.New(ln, conncap.Config{Max: maxConns, Wait: s.cfg.http.readHeaderTimeout})
+			if err != nil {
+				ln.Close()
+				for _, o := range out {
+					o.ln.Close()
+				}
+				return nil, err
+			}
 			srv.ConnState = c.ConnState
 			s.metrics.watchConns(l.name, c)
 			ln = c
