@@ -131,6 +131,18 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.lim != nil {
+		m.collectHTTP(ch)
+	}
+	if m.rls != nil {
+		for _, s := range m.rls.Stats() {
+			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+		}
+	}
+}
+
+// collectHTTP emits the counters of the HTTP rules.
+func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 	for _, s := range m.lim.Stats() {
 		for _, c := range []struct {
 			result string
@@ -153,11 +165,6 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}{{"malformed", j.Malformed}, {"signature", j.Signature}, {"expired", j.Expired},
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
-	}
-	if m.rls != nil {
-		for _, s := range m.rls.Stats() {
-			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
-		}
 	}
 }
 
