@@ -30,7 +30,8 @@ type Options struct {
 	// beyond it share one overflow bucket per limit. Ignored with Store.
 	MaxKeys int
 	// Headers adds the IETF RateLimit-Policy and RateLimit fields to every
-	// answer's response_headers_to_add, and Retry-After to a denial's.
+	// answer's response_headers_to_add, and to a denial's the reason
+	// (X-Faucet-Reason) and, unless it can never pass, Retry-After.
 	Headers bool
 	// ShadowMode answers OK to every request while still taking tokens
 	// and counting denials (the reference's global shadow mode).
@@ -224,6 +225,10 @@ func (s *Server) override(i int, k overrideKey) (override, error) {
 	return o, nil
 }
 
+// maxCost is the largest cost counted: one more than the largest burst
+// (requests_per_unit is at most 1e9), so it never passes.
+const maxCost = 1e9 + 1
+
 // kind is what a request descriptor matched.
 type kind uint8
 
@@ -300,10 +305,13 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 			return nil, err
 		}
 		c := &checks[i]
-		c.cost = float64(max(1, req.GetHitsAddend()))
+		hits := uint64(max(1, req.GetHitsAddend()))
 		if h := dsc.GetHitsAddend(); h != nil {
-			c.cost = float64(h.GetValue())
+			hits = h.GetValue()
 		}
+		// Any cost above the largest burst is denied alike; capped, it
+		// cannot wrap the hit counters.
+		c.cost = float64(min(hits, maxCost))
 		if ov := dsc.GetLimit(); ov != nil {
 			unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
 			if _, ok := unitSeconds[unit]; !ok {
@@ -380,25 +388,42 @@ func (s *Server) validate(i int, dsc *common.RateLimitDescriptor) error {
 // the rest are tried again; the request is denied when an enforced limit
 // cannot, or when every quota-mode limit is exhausted.
 func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
-	var active []int
+	var active, looks []int
 	quotas, quotasOver, denied := 0, 0, false
+	over := func(c *check) {
+		switch {
+		case c.shadow:
+		case c.quota:
+			quotasOver++
+		default:
+			denied = true
+		}
+	}
 	for i := range checks {
 		c := &checks[i]
 		if c.quota && !c.shadow && (c.kind == kindBucket || c.kind == kindZero) {
 			quotas++
 		}
-		switch c.kind {
-		case kindBucket:
+		switch {
+		case c.kind == kindBucket && c.cost == 0:
+			looks = append(looks, i)
+		case c.kind == kindBucket:
 			active = append(active, i)
-		case kindZero:
+		case c.kind == kindZero:
 			c.over = true
 			c.d.RetryAfter = engine.InfDuration
-			switch {
-			case c.shadow:
-			case c.quota:
-				quotasOver++
-			default:
-				denied = true
+			over(c)
+		}
+	}
+	if len(looks) > 0 {
+		// A cost of 0 takes nothing but is over when a cost of 1 would be:
+		// else an empty bucket would answer OK to every such request.
+		if err := s.peek(ctx, checks, looks); err != nil {
+			return false, err
+		}
+		for _, i := range looks {
+			if checks[i].over {
+				over(&checks[i])
 			}
 		}
 	}
@@ -445,7 +470,7 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 }
 
 // peek reads the active checks' buckets, taking nothing, and records
-// whether each could cover its cost.
+// whether each could cover its cost (a cost of 0, as if it were 1).
 func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 	takes := make([]engine.Take, len(active))
 	out := make([]engine.Decision, len(active))
@@ -457,7 +482,13 @@ func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 	}
 	for j, i := range active {
 		c := &checks[i]
-		c.d, c.over = out[j], out[j].Remaining < c.cost
+		c.d, c.over = out[j], out[j].Remaining < max(c.cost, 1)
+		if c.cost == 0 && c.over {
+			// The wait for one token, from the tokens held.
+			r := float64(rate(c.perUnit, c.unit, c.mult))
+			c.d.Allowed = false
+			c.d.RetryAfter = time.Duration(math.Ceil((1 - c.d.Remaining) / r * float64(time.Second)))
+		}
 	}
 	return nil
 }

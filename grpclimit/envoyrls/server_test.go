@@ -60,6 +60,58 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// A descriptor's hits_addend of 0 takes nothing, but answers OVER_LIMIT
+// when a cost of 1 would be denied: a look at an empty bucket is no way
+// past it.
+func TestZeroHitsOnAnEmptyBucket(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	look := desc("user", "z")
+	look.HitsAddend = wrapperspb.UInt64(0)
+	if got := r.admits(t, 10, "api", desc("user", "z")); got != 10 {
+		t.Fatalf("%d of 10 admitted", got)
+	}
+	resp := r.ask(t, "api", look)
+	st := resp.Statuses[0]
+	if resp.OverallCode != over || st.Code != over || st.LimitRemaining != 0 {
+		t.Errorf("a look at an empty bucket: %v, want OVER_LIMIT", resp)
+	}
+	// One token comes in 100 ms at 10 a second.
+	if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > 100*time.Millisecond {
+		t.Errorf("duration_until_reset %v, want the wait for one token (100 ms)", d)
+	}
+	// With a denied look beside it, the other descriptor keeps its tokens.
+	if resp := r.ask(t, "api", look, desc("tenant", "t")); resp.OverallCode != over || resp.Statuses[1].LimitRemaining != 15 {
+		t.Errorf("a denied look beside a bucket of 15: %v, want OVER_LIMIT and 15 left", resp)
+	}
+	r.clock.advance(100 * time.Millisecond)
+	if resp := r.ask(t, "api", look); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("a look at one token: %v, want OK and the token still there", resp)
+	}
+	if got := r.admits(t, 2, "api", desc("user", "z")); got != 1 {
+		t.Errorf("after the looks, %d of 2 admitted, want 1 (the looks took nothing)", got)
+	}
+}
+
+// A hits_addend far above any burst is denied and counted as one more
+// than the largest burst, so that the hit counters cannot wrap.
+func TestHugeHitsAddendCannotWrapCounters(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	d := desc("user", "h")
+	d.HitsAddend = wrapperspb.UInt64(1 << 63)
+	for range 3 {
+		if resp := r.ask(t, "api", d); resp.OverallCode != over {
+			t.Fatalf("hits_addend 2^63: %v, want OVER_LIMIT", resp)
+		}
+	}
+	s := statOf(t, r, "api.user")
+	if s.TotalHits != 3*(1e9+1) || s.OverLimit != 3*(1e9+1) {
+		t.Errorf("counters %+v, want 3 × %d hits, all over", s, uint64(1e9+1))
+	}
+	if got := r.admits(t, 11, "api", desc("user", "h")); got != 10 {
+		t.Errorf("after them, %d of 11 admitted, want 10 (nothing was taken)", got)
+	}
+}
+
 // A limit carried by the request has buckets apart from the configured
 // limit's, shared by requests with the same override.
 func TestLimitOverride(t *testing.T) {
@@ -158,6 +210,49 @@ func TestResponseHeaders(t *testing.T) {
 	}
 	if h["Retry-After"] != "1" || h["Ratelimit"] != `"api.user";r=0;t=1` {
 		t.Errorf("denied: %v", h)
+	}
+}
+
+// A denial that can never pass (a limit of 0 requests, a cost above the
+// burst) carries no Retry-After, which would send the client back for
+// nothing, and its reason says so; a denial that will pass carries both.
+func TestHeadersOfDenialsThatNeverPass(t *testing.T) {
+	r := startRLS(t, Options{Headers: true}, perUser, `
+domain: zero
+descriptors:
+  - key: remote_address
+    value: 203.0.113.9
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 5}
+`)
+	headers := func(resp *pb.RateLimitResponse) map[string]string {
+		h := map[string]string{}
+		for _, v := range resp.ResponseHeadersToAdd {
+			h[v.Key] = v.Value
+		}
+		return h
+	}
+	big := desc("user", "b")
+	big.HitsAddend = wrapperspb.UInt64(6)
+	for _, c := range []struct {
+		name  string
+		descs []*common.RateLimitDescriptor
+	}{
+		{"requests_per_unit 0", []*common.RateLimitDescriptor{desc("remote_address", "203.0.113.9")}},
+		{"requests_per_unit 0 beside a bucket", []*common.RateLimitDescriptor{desc("remote_address", "203.0.113.9"), desc("user", "u")}},
+		{"a cost of 6 over a burst of 5", []*common.RateLimitDescriptor{big}},
+	} {
+		resp := r.ask(t, "zero", c.descs...)
+		h := headers(resp)
+		if resp.OverallCode != over || h["Retry-After"] != "" || h["X-Faucet-Reason"] != "cost_exceeds_burst" {
+			t.Errorf("%s: %v, headers %v; want OVER_LIMIT, no Retry-After, reason cost_exceeds_burst", c.name, resp.OverallCode, h)
+		}
+	}
+	r.admits(t, 5, "zero", desc("user", "u"))
+	h := headers(r.ask(t, "zero", desc("user", "u")))
+	if h["Retry-After"] == "" || h["X-Faucet-Reason"] != "token_bucket_exceeded" {
+		t.Errorf("an empty bucket: %v, want Retry-After and reason token_bucket_exceeded", h)
 	}
 }
 

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// rlsHourly limits each client to 5 requests an hour.
+const rlsHourly = `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`
+
+// A descriptor whose hits_addend is 0 looks without taking; at a drained
+// bucket it must still be told OVER_LIMIT, or every request carrying it
+// passes.
+func TestAttackRLSZeroHits(t *testing.T) {
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 5 {
+		if resp, err := client.ShouldRateLimit(ctx, edgeRequest("198.51.100.7")); err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+			t.Fatalf("draining the bucket: %v, %v", resp, err)
+		}
+	}
+	req := edgeRequest("198.51.100.7")
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+	passed := 0
+	for range 10 {
+		resp, err := client.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlspb.RateLimitResponse_OK {
+			passed++
+		}
+	}
+	if passed != 0 {
+		t.Errorf("%d of 10 zero-hit requests passed a drained 5/hour bucket, want 0", passed)
+	}
+	// Nor can a huge hits_addend wrap anything: it is simply over.
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(1 << 63)
+	resp, err := client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{req.Descriptors[0]}})
+	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("hits_addend 2^63: %v, %v, want OVER_LIMIT", resp, err)
+	}
+}
