@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +53,41 @@ func TestAttackRLSZeroHits(t *testing.T) {
 	resp, err := client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{req.Descriptors[0]}})
 	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("hits_addend 2^63: %v, %v, want OVER_LIMIT", resp, err)
+	}
+}
+
+// Metric keys name request values with detailed_metric: an address keeps
+// its dots inside one level, and values of 4 KB cannot make the key table
+// or a scrape of it large.
+func TestAttackRLSMetricValues(t *testing.T) {
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": `
+domain: edge
+descriptors:
+  - key: remote_address
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := client.ShouldRateLimit(ctx, edgeRequest("203.0.113.9")); err != nil {
+		t.Fatal(err)
+	}
+	want := `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_203.0.113.9",key2=""} 1`
+	if _, body := get(t, p.adminURL("/metrics")); !strings.Contains(body, want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "total_hits"))
+	}
+	for i := range 500 {
+		if _, err := client.ShouldRateLimit(ctx, edgeRequest(fmt.Sprintf("%04d", i)+strings.Repeat("v", 4000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := get(t, p.adminURL("/metrics"))
+	t.Logf("a scrape after 500 values of 4 KB: %d bytes", len(body))
+	if len(body) > 1<<20 {
+		t.Errorf("after 500 values of 4 KB, a scrape is %d bytes, want under 1 MiB", len(body))
+	}
+	if n := strings.Count(body, `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_sha256-`); n != 500 {
+		t.Errorf("%d metric keys name a digest, want 500", n)
 	}
 }

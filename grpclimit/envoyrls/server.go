@@ -149,7 +149,7 @@ func (s *Server) Load(cfg *Config) error {
 	for _, d := range cfg.domains {
 		for _, l := range d.limits {
 			if !l.Unlimited {
-				s.stats.of(d.Name, l.Path, l.Path)
+				s.stats.of(d.Name, l.levels, l.levels)
 			}
 			sp, ok := l.spec()
 			if !ok {
