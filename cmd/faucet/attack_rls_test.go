@@ -9,6 +9,7 @@ import (
 
 	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -89,5 +90,52 @@ descriptors:
 	}
 	if n := strings.Count(body, `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_sha256-`); n != 500 {
 		t.Errorf("%d metric keys name a digest, want 500", n)
+	}
+}
+
+// One caller sending 70 distinct request-carried limits cannot take every
+// override slot: its domain has its share, the rest are OVER_LIMIT (not
+// an error, on which Envoy lets requests through), and another domain's
+// new override still binds.
+func TestAttackRLSOverrideFlood(t *testing.T) {
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly,
+		"api.yaml": "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10}\n"})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	withLimit := func(domain string, n uint32) *rlspb.RateLimitRequest {
+		req := edgeRequest("198.51.100.7")
+		req.Domain = domain
+		req.Descriptors[0].Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_HOUR}
+		return req
+	}
+	var errs, okays, overs int
+	var firstErr error
+	for i := range 70 {
+		resp, err := client.ShouldRateLimit(ctx, withLimit("edge", uint32(100+i)))
+		switch {
+		case err != nil:
+			errs++
+			if firstErr == nil {
+				firstErr = err
+			}
+		case resp.OverallCode == rlspb.RateLimitResponse_OK:
+			okays++
+		default:
+			overs++
+		}
+	}
+	t.Logf("70 distinct overrides in one domain: %d OK, %d OVER_LIMIT, %d errors (first: %v)", okays, overs, errs, firstErr)
+	if errs != 0 || okays != 32 || overs != 38 {
+		t.Errorf("70 distinct overrides: %d OK, %d OVER_LIMIT, %d errors; want 32 (edge's half of 64), 38, 0", okays, overs, errs)
+	}
+	resp, err := client.ShouldRateLimit(ctx, withLimit("api", 7))
+	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+		t.Fatalf("a new override in another domain after the flood: %v, %v; want OK", resp, err)
+	}
+	for sample, want := range map[string]float64{"faucet_rls_overrides": 33, "faucet_rls_overrides_refused_total": 38, "faucet_rls_overrides_evicted_total": 0} {
+		if got := metric(t, p, sample); got != want {
+			t.Errorf("%s %v, want %v", sample, got, want)
+		}
 	}
 }

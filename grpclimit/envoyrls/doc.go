@@ -33,7 +33,8 @@
 //     window's count has passed the limit).
 //   - A limit carried by the request (the descriptor's limit field, its
 //     unit_multiplier honoured) has buckets of its own, apart from the
-//     configured limit's.
+//     configured limit's; their number is bounded, per domain
+//     (Options.MaxOverrides), and one that finds no room is OVER_LIMIT.
 //   - A shadow_mode or quota_mode limit that cannot cover the cost is
 //     reported and set aside, and takes nothing; the request is denied
 //     when an enforced limit cannot cover it or when every quota_mode

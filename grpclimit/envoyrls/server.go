@@ -42,8 +42,15 @@ type Options struct {
 	// InvalidArgument, naming the bound.
 	MaxDescriptors, MaxEntries, MaxEntryBytes int
 	// MaxOverrides bounds the distinct limits requests may carry in their
-	// descriptors' limit field (0: 64): each is a bucket set of its own.
+	// descriptors' limit field (0: 64): each is a bucket set of its own,
+	// per domain. Each configured domain has an equal share of them; a
+	// request-carried limit in a domain that is not configured is ignored,
+	// as the reference ignores it. One unused for OverrideIdle (0: 10
+	// minutes), and at least until its buckets are full again, is unbound;
+	// a new one that finds its domain's share taken unbinds the least
+	// recently used whose buckets are full, else is OVER_LIMIT.
 	MaxOverrides int
+	OverrideIdle time.Duration
 	// MaxMetricKeys bounds the metric keys that name request values
 	// (detailed_metric, value_to_metric, request-carried limits; 0:
 	// 10,000): past it, new ones count under their limit's own key.
@@ -72,6 +79,12 @@ func (o Options) resolve() (Options, error) {
 			return o, fmt.Errorf("envoyrls: Options.%s must be positive, or 0 for %d, got %d", f.name, f.def, *f.v)
 		}
 	}
+	switch {
+	case o.OverrideIdle == 0:
+		o.OverrideIdle = 10 * time.Minute
+	case o.OverrideIdle < 0:
+		return o, fmt.Errorf("envoyrls: Options.OverrideIdle must be positive, or 0 for 10m, got %v", o.OverrideIdle)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -94,25 +107,18 @@ type Server struct {
 	state atomic.Pointer[state]
 	// overrides holds the bound request-carried limits; copy on write
 	// under mu, read without locks.
-	overrides atomic.Pointer[map[overrideKey]override]
+	overrides atomic.Pointer[map[overrideKey]*override]
+	// lastSweep is when idle overrides were last looked for (Unix ns).
+	lastSweep atomic.Int64
+	// overridesEvicted and overridesRefused count the overrides unbound
+	// to make room for another, and the new ones no room was found for.
+	overridesEvicted, overridesRefused atomic.Uint64
 }
 
 // state is a loaded configuration with its limits bound.
 type state struct {
 	cfg  *Config
 	lims map[*Limit]engine.Limiter
-}
-
-type overrideKey struct {
-	perUnit uint32
-	unit    pb.RateLimitResponse_RateLimit_Unit
-	mult    uint32
-}
-
-// override is a bound request-carried limit and its name.
-type override struct {
-	lim  engine.Limiter
-	name string
 }
 
 // New returns a Server answering from cfg.
@@ -126,7 +132,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.owned = engine.NewEnginePool(engine.Config{MaxKeys: opts.MaxKeys})
 		s.store = s.owned
 	}
-	s.overrides.Store(&map[overrideKey]override{})
+	s.overrides.Store(&map[overrideKey]*override{})
 	if err := s.Load(cfg); err != nil {
 		return nil, err
 	}
@@ -183,46 +189,13 @@ func (s *Server) Close() error {
 	if st := s.state.Swap(&state{cfg: &Config{}, lims: map[*Limit]engine.Limiter{}}); st != nil {
 		st.release(s.store)
 	}
-	for _, o := range *s.overrides.Swap(&map[overrideKey]override{}) {
+	for _, o := range *s.overrides.Swap(&map[overrideKey]*override{}) {
 		s.store.Release(o.lim)
 	}
 	if s.owned != nil {
 		return s.owned.Close()
 	}
 	return nil
-}
-
-// override returns the request-carried limit of descriptor i, checking
-// and binding it on first use.
-func (s *Server) override(i int, k overrideKey) (override, error) {
-	if o, ok := (*s.overrides.Load())[k]; ok {
-		return o, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := *s.overrides.Load()
-	if o, ok := cur[k]; ok {
-		return o, nil
-	}
-	if len(cur) >= s.opts.MaxOverrides {
-		return override{}, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
-	}
-	if err := checkLimit(k.perUnit, k.unit, k.mult); err != nil {
-		return override{}, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
-	}
-	sp := overrideSpec(k.perUnit, k.unit, k.mult)
-	l, err := s.store.Bind(sp)
-	if err != nil {
-		return override{}, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
-	}
-	next := make(map[overrideKey]override, len(cur)+1)
-	for kk, v := range cur {
-		next[kk] = v
-	}
-	o := override{lim: l, name: sp.Name}
-	next[k] = o
-	s.overrides.Store(&next)
-	return o, nil
 }
 
 // maxCost is the largest cost counted: one more than the largest burst
@@ -237,6 +210,7 @@ const (
 	kindUnlimited             // OK, limit_remaining 2^32-1
 	kindZero                  // requests_per_unit 0: always over
 	kindBucket                // a bucket to take from
+	kindNoRoom                // an override with no room to bind: over
 )
 
 // check is one request descriptor's limit and outcome.
@@ -266,6 +240,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.maybeSweep()
 	denied, err := s.decide(ctx, checks)
 	if err != nil {
 		return nil, err
@@ -300,6 +275,7 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 	dom := st.cfg.domains[domain]
 	checks := make([]check, len(descs))
 	replaced := map[string]bool{}
+	var now time.Time // read once, if an override needs it
 	for i, dsc := range descs {
 		if err := s.validate(i, dsc); err != nil {
 			return nil, err
@@ -312,6 +288,11 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 		// Any cost above the largest burst is denied alike; capped, it
 		// cannot wrap the hit counters.
 		c.cost = float64(min(hits, maxCost))
+		if dom == nil {
+			// An unknown domain has no limits, carried ones included, as
+			// in the reference; else any caller could bind limits.
+			continue
+		}
 		if ov := dsc.GetLimit(); ov != nil {
 			unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
 			if _, ok := unitSeconds[unit]; !ok {
@@ -325,14 +306,18 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 				c.kind, c.ovName = kindZero, overrideName(c.perUnit, unit, c.mult)
 				continue
 			}
-			o, err := s.override(i, overrideKey{c.perUnit, unit, c.mult})
+			if now.IsZero() {
+				now = s.opts.Now()
+			}
+			o, wait, err := s.override(i, overrideKey{domain, c.perUnit, unit, c.mult}, st, now)
 			if err != nil {
 				return nil, err
 			}
+			if o == nil {
+				c.kind, c.ovName, c.d.RetryAfter = kindNoRoom, overrideName(c.perUnit, unit, c.mult), wait
+				continue
+			}
 			c.kind, c.lim, c.ovName, c.key = kindBucket, o.lim, o.name, bucketKey(domain, dsc.GetEntries(), nil)
-			continue
-		}
-		if dom == nil {
 			continue
 		}
 		l, shared := dom.match(dsc.GetEntries())
@@ -412,6 +397,9 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 		case c.kind == kindZero:
 			c.over = true
 			c.d.RetryAfter = engine.InfDuration
+			over(c)
+		case c.kind == kindNoRoom:
+			c.over = true
 			over(c)
 		}
 	}

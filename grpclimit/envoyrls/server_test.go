@@ -131,17 +131,88 @@ func TestLimitOverride(t *testing.T) {
 	if l := resp.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 3 || l.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
 		t.Errorf("current_limit %v, want the override", l)
 	}
-	// Overrides apply in an unknown domain too, and to descriptors that
-	// match no configured limit.
-	if got := r.admits(t, 3, "elsewhere", withLimit(2, typev3.RateLimitUnit_HOUR)); got != 2 {
-		t.Errorf("override in an unknown domain: %d admitted, want 2", got)
+	// Overrides apply to descriptors that match no configured limit, but
+	// not in an unknown domain, as in the reference.
+	other := withLimit(2, typev3.RateLimitUnit_HOUR)
+	other.Entries[0].Key = "nothing"
+	if got := r.admits(t, 3, "api", other); got != 2 {
+		t.Errorf("override on a descriptor with no configured limit: %d admitted, want 2", got)
 	}
-	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{withLimit(7, typev3.RateLimitUnit_DAY)}})
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxOverrides = 2") {
-		t.Errorf("a third distinct override with MaxOverrides 2: %v", err)
+	if got := r.admits(t, 3, "elsewhere", withLimit(2, typev3.RateLimitUnit_HOUR)); got != 3 {
+		t.Errorf("override in an unknown domain: %d admitted, want 3 (ignored)", got)
+	}
+	// No room for a third: OVER_LIMIT, not an error, which Envoy would
+	// take as a reason to let the request through.
+	if resp := r.ask(t, "api", withLimit(7, typev3.RateLimitUnit_DAY)); resp.OverallCode != over {
+		t.Errorf("a third distinct override with MaxOverrides 2: %v, want OVER_LIMIT", resp)
 	}
 	if got := r.admits(t, 1, "api", withLimit(0, typev3.RateLimitUnit_DAY)); got != 0 {
 		t.Error("an override of 0 requests denies")
+	}
+}
+
+// Request-carried limits are bounded per domain, and room is made only by
+// unbinding an override whose buckets are full again (after its unit): the
+// least recently used when a new one needs room, any after OverrideIdle.
+func TestOverridesBoundedPerDomain(t *testing.T) {
+	r := startRLS(t, Options{MaxOverrides: 4}, perUser, "domain: web\ndescriptors:\n  - key: page\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
+	withLimit := func(n uint32, unit typev3.RateLimitUnit) *common.RateLimitDescriptor {
+		d := desc("user", "a")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	perMin := func(n uint32) *common.RateLimitDescriptor { return withLimit(n, typev3.RateLimitUnit_MINUTE) }
+	code := func(domain string, d *common.RateLimitDescriptor) pb.RateLimitResponse_Code {
+		return r.ask(t, domain, d).OverallCode
+	}
+	want := func(what string, got OverrideStats, bound int, evicted, refused uint64) {
+		t.Helper()
+		if got.Bound != bound || got.Evicted != evicted || got.Refused != refused {
+			t.Errorf("%s: %+v, want %d bound, %d evicted, %d refused", what, got, bound, evicted, refused)
+		}
+	}
+	// Two domains: two overrides each.
+	code("api", perMin(3)) // t=0
+	r.clock.advance(10 * time.Second)
+	code("api", perMin(4)) // t=10
+	r.clock.advance(20 * time.Second)
+	resp := r.ask(t, "api", perMin(5)) // t=30: 3/min is full at 61
+	if resp.OverallCode != over || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 {
+		t.Errorf("a third override in api: %v, want OVER_LIMIT for 5/min", resp)
+	}
+	if d := resp.Statuses[0].DurationUntilReset.AsDuration(); d != 31*time.Second {
+		t.Errorf("duration_until_reset %v, want 31s (until 3/min's buckets are full)", d)
+	}
+	want("api full", r.srv.OverrideStats(), 2, 0, 1)
+	if code("web", perMin(3)) != ok || code("web", perMin(4)) != ok {
+		t.Error("api's overrides took web's room")
+	}
+	if code("elsewhere", perMin(9)) != ok {
+		t.Error("an override in an unknown domain is ignored")
+	}
+	want("both full", r.srv.OverrideStats(), 4, 0, 1)
+	r.clock.advance(31 * time.Second) // t=61
+	if code("api", perMin(5)) != ok {
+		t.Error("5/min once 3/min's buckets are full: not bound")
+	}
+	want("3/min evicted", r.srv.OverrideStats(), 4, 1, 1)
+	if code("api", perMin(3)) != over {
+		t.Error("3/min again at t=61: bound, though 4/min's buckets fill at 71")
+	}
+	r.clock.advance(10 * time.Second) // t=71
+	if code("api", perMin(3)) != ok {
+		t.Error("3/min at t=71: not bound")
+	}
+	want("4/min evicted", r.srv.OverrideStats(), 4, 2, 2)
+	// One a day is not unbound before a day, idle or not; it took 5/min's
+	// room, and 11 minutes idle unbind the other three.
+	r.clock.advance(61 * time.Second)
+	code("api", withLimit(1, typev3.RateLimitUnit_DAY))
+	r.clock.advance(11 * time.Minute)
+	r.ask(t, "api", desc("user", "b"))
+	want("idle 11 min", r.srv.OverrideStats(), 1, 6, 2)
+	if code("api", withLimit(1, typev3.RateLimitUnit_DAY)) != over {
+		t.Error("1/day was unbound before its bucket was full: its request passed again")
 	}
 }
 

@@ -106,7 +106,7 @@ func (s *Server) Stats() []Stat { return s.stats.snapshot() }
 // count adds the outcome of check c, of a descriptor with entries, to its
 // metric key's counters.
 func (s *Server) count(domain string, entries []*common.RateLimitDescriptor_Entry, c *check) {
-	if c.kind != kindBucket && c.kind != kindZero {
+	if c.kind != kindBucket && c.kind != kindZero && c.kind != kindNoRoom {
 		return
 	}
 	var key, fallback metricKey
