@@ -18,7 +18,8 @@ type Stat struct {
 	// key as the limit's configuration names it (with detailed_metric or
 	// value_to_metric, as the request's values name it; a key or value
 	// from the request longer than 64 bytes by its digest, "sha256-" and
-	// 16 hex digits).
+	// 16 hex digits, and the levels past 512 bytes as one level, by the
+	// digest of their text).
 	Key string
 	// Domain and Levels are Key's domain and levels, each level whole
 	// (a value's dots are not level separators).
@@ -143,6 +144,22 @@ func (s *Server) count(domain string, entries []*common.RateLimitDescriptor_Entr
 // scrape of it stay small whatever the requests carry.
 const maxMetricPart = 64
 
+// maxMetricKey bounds the levels of a metric key built from a request's
+// entries: past it, the rest is one level, named by its digest.
+const maxMetricKey = 512
+
+// bounded is k with the levels past maxMetricKey bytes joined into one,
+// named by their digest.
+func (k metricKey) bounded() metricKey {
+	n := 0
+	for i, l := range k {
+		if n += len(l) + 1; n > maxMetricKey {
+			return append(k[:i:i], metricPart(strings.Join(k[i:], ".")))
+		}
+	}
+	return k
+}
+
 // metricPart is a request's key or value as a metric key names it.
 func metricPart(v string) string {
 	if len(v) <= maxMetricPart {
@@ -168,7 +185,7 @@ func valuesKey(entries []*common.RateLimitDescriptor_Entry, shared []string, req
 			k[i] = key + "_" + metricPart(e.GetValue())
 		}
 	}
-	return k
+	return k.bounded()
 }
 
 // valueMetricKey is the metric key of a descriptor whose path has
@@ -196,5 +213,5 @@ func (d *Domain) valueMetricKey(entries []*common.RateLimitDescriptor_Entry) met
 		}
 		level = next
 	}
-	return k
+	return k.bounded()
 }

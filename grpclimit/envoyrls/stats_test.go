@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 )
 
 func statOf(t *testing.T, r *rls, key string) Stat {
@@ -188,4 +191,20 @@ descriptors:
 	v64 := strings.Repeat("w", 64)
 	r.ask(t, "d", desc("user", v64))
 	statOf(t, r, "d.user_"+v64)
+	// A request-carried limit names every entry: 32 of 64-byte keys and
+	// values are 4 KB, bounded at 512 bytes by a digest of the rest.
+	var kv []string
+	for i := range 32 {
+		kv = append(kv, fmt.Sprintf("%064d", i), v64)
+	}
+	d := desc(kv...)
+	d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_SECOND}
+	r.ask(t, "d", d)
+	for _, s := range r.srv.Stats() {
+		if len(s.Levels) > 1 {
+			if len(s.Key) > 600 || len(s.Levels) != 4 || !strings.HasPrefix(s.Levels[3], "sha256-") {
+				t.Errorf("32 entries of 129 bytes: a key of %d bytes, levels %.200q", len(s.Key), s.Levels)
+			}
+		}
+	}
 }
