@@ -88,8 +88,7 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 		o.touch(now)
 		return o, 0, nil
 	}
-	next := maps.Clone(cur)
-	s.sweep(next, now)
+	next := s.swept(cur, now)
 	share := max(1, s.opts.MaxOverrides/max(1, len(st.cfg.domains)))
 	held := map[string]int{}
 	for kk := range next {
@@ -107,13 +106,13 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 		}
 		var victim overrideKey
 		var lru *override
-		firstFull := now.Add(s.opts.OverrideIdle)
+		var firstFull time.Time
 		for kk, o := range next {
 			if !candidate(kk.domain) {
 				continue
 			}
 			at := o.fullAt()
-			if at.Before(firstFull) {
+			if firstFull.IsZero() || at.Before(firstFull) {
 				firstFull = at
 			}
 			if !at.After(now) && (lru == nil || o.used.Load() < lru.used.Load()) {
@@ -121,9 +120,18 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 			}
 		}
 		if lru == nil {
-			s.overrides.Store(&next)
+			if len(next) != len(cur) {
+				s.overrides.Store(&next)
+			}
 			s.overridesRefused.Add(1)
+			if firstFull.IsZero() {
+				// Room comes when other domains' overrides go idle.
+				firstFull = now.Add(s.opts.OverrideIdle)
+			}
 			return nil, firstFull.Sub(now), nil
+		}
+		if len(next) == len(cur) {
+			next = maps.Clone(cur)
 		}
 		delete(next, victim)
 		s.store.Release(lru.lim)
@@ -132,8 +140,13 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 	sp := overrideSpec(k.perUnit, k.unit, k.mult)
 	l, err := s.store.Bind(sp)
 	if err != nil {
-		s.overrides.Store(&next)
+		if len(next) != len(cur) {
+			s.overrides.Store(&next)
+		}
 		return nil, 0, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
+	}
+	if len(next) == len(cur) {
+		next = maps.Clone(cur)
 	}
 	o := &override{lim: l, name: sp.Name, refill: time.Duration(unitSeconds[k.unit]) * time.Duration(max(1, k.mult)) * time.Second}
 	o.used.Store(now.UnixNano())
@@ -142,18 +155,24 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 	return o, 0, nil
 }
 
-// sweep unbinds, from m, the overrides unused for Options.OverrideIdle
-// whose buckets are full. It requires s.mu.
-func (s *Server) sweep(m map[overrideKey]*override, now time.Time) {
+// swept returns m without the overrides unused for Options.OverrideIdle
+// whose buckets are full, unbinding them: m itself if there are none,
+// else a copy. It requires s.mu.
+func (s *Server) swept(m map[overrideKey]*override, now time.Time) map[overrideKey]*override {
 	s.lastSweep.Store(now.UnixNano())
+	out := m
 	for k, o := range m {
 		if time.Unix(0, o.used.Load()).Add(s.opts.OverrideIdle).After(now) || o.fullAt().After(now) {
 			continue
 		}
-		delete(m, k)
+		if len(out) == len(m) {
+			out = maps.Clone(m)
+		}
+		delete(out, k)
 		s.store.Release(o.lim)
 		s.overridesEvicted.Add(1)
 	}
+	return out
 }
 
 // maybeSweep sweeps the overrides if none did for sweepEvery, unless
@@ -168,9 +187,7 @@ func (s *Server) maybeSweep() {
 	}
 	defer s.mu.Unlock()
 	cur := *s.overrides.Load()
-	next := maps.Clone(cur)
-	s.sweep(next, now)
-	if len(next) != len(cur) {
+	if next := s.swept(cur, now); len(next) != len(cur) {
 		s.overrides.Store(&next)
 	}
 }

@@ -216,6 +216,46 @@ func TestOverridesBoundedPerDomain(t *testing.T) {
 	}
 }
 
+// A reload that adds a domain shrinks every share: the new domain's
+// overrides take room from a domain over its share, once that room's
+// buckets are full.
+func TestOverridesAfterReloadAddsADomain(t *testing.T) {
+	r := startRLS(t, Options{MaxOverrides: 4}, perUser)
+	perMin := func(n uint32) *common.RateLimitDescriptor {
+		d := desc("user", "a")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
+		return d
+	}
+	for n := range uint32(4) {
+		if r.ask(t, "api", perMin(n+1)).OverallCode != ok {
+			t.Fatalf("override %d/min in api, alone: not bound", n+1)
+		}
+		r.clock.advance(time.Second)
+	}
+	api, _ := ParseDomain("api.yaml", []byte(perUser))
+	web, _ := ParseDomain("web.yaml", []byte("domain: web\ndescriptors:\n  - key: page\n    rate_limit: {unit: second, requests_per_unit: 5}\n"))
+	cfg, err := NewConfig(api, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.ask(t, "web", perMin(9)); resp.OverallCode != over || resp.Statuses[0].DurationUntilReset.AsDuration() != 57*time.Second {
+		t.Errorf("web's first override, api holding all 4 (not full): %v, want OVER_LIMIT in 57s", resp)
+	}
+	r.clock.advance(58 * time.Second) // api's first two are full
+	if r.ask(t, "web", perMin(9)).OverallCode != ok || r.ask(t, "web", perMin(8)).OverallCode != ok {
+		t.Error("web's two overrides once api's oldest are full: not bound")
+	}
+	if got := r.srv.OverrideStats(); got.Bound != 4 || got.Evicted != 2 {
+		t.Errorf("%+v, want 4 bound, 2 of api's evicted", got)
+	}
+	if r.ask(t, "web", perMin(7)).OverallCode != over {
+		t.Error("a third in web, at its share of 2: bound")
+	}
+}
+
 // A quota_mode limit denies only when every quota_mode limit that matched
 // is exhausted; an exhausted one is reported and takes nothing.
 func TestQuotaMode(t *testing.T) {
