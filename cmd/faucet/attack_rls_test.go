@@ -78,13 +78,18 @@ descriptors:
 	if _, body := get(t, p.adminURL("/metrics")); !strings.Contains(body, want) {
 		t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "total_hits"))
 	}
+	heap := metric(t, p, "go_memstats_heap_inuse_bytes")
 	for i := range 500 {
 		if _, err := client.ShouldRateLimit(ctx, edgeRequest(fmt.Sprintf("%04d", i)+strings.Repeat("v", 4000))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	grown := metric(t, p, "go_memstats_heap_inuse_bytes") - heap
 	_, body := get(t, p.adminURL("/metrics"))
-	t.Logf("a scrape after 500 values of 4 KB: %d bytes", len(body))
+	t.Logf("500 values of 4 KB: heap in use grew %.1f MB; a scrape is %d bytes", grown/1e6, len(body))
+	if grown > 16e6 {
+		t.Errorf("500 values of 4 KB grew the heap in use by %.1f MB, want under 16", grown/1e6)
+	}
 	if len(body) > 1<<20 {
 		t.Errorf("after 500 values of 4 KB, a scrape is %d bytes, want under 1 MiB", len(body))
 	}
