@@ -25,6 +25,8 @@ type metrics struct {
 	upstreamErrors *prometheus.CounterVec
 
 	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	// The rate-limit service's request-carried limits.
+	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
 	// names its users' dashboards know: total_hits, over_limit, near_limit,
 	// within_limit, shadow_mode.
@@ -61,6 +63,12 @@ func newMetrics() *metrics {
 		jwtRejected: prometheus.NewDesc("faucet_jwt_rejected_total",
 			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
 			[]string{"reason"}, nil),
+		rlsOverrides: prometheus.NewDesc("faucet_rls_overrides",
+			"Limits carried by rate-limit service requests (a descriptor's limit) bound now, each a bucket set per domain: at most 64, an equal share per configured domain.", nil, nil),
+		rlsOverridesEvicted: prometheus.NewDesc("faucet_rls_overrides_evicted_total",
+			"Request-carried limits unbound, their buckets full again: idle for 10 minutes, or the least recently used when a new one needed its domain's room.", nil, nil),
+		rlsOverridesRefused: prometheus.NewDesc("faucet_rls_overrides_refused_total",
+			"Rate-limit service requests answered OVER_LIMIT because their new request-carried limit found no room in its domain's share.", nil, nil),
 	}
 	for i, name := range rateLimitStats {
 		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
@@ -125,6 +133,9 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.evictions
 	ch <- m.overflow
 	ch <- m.jwtRejected
+	ch <- m.rlsOverrides
+	ch <- m.rlsOverridesEvicted
+	ch <- m.rlsOverridesRefused
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -135,6 +146,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		m.collectHTTP(ch)
 	}
 	if m.rls != nil {
+		o := m.rls.OverrideStats()
+		ch <- prometheus.MustNewConstMetric(m.rlsOverrides, prometheus.GaugeValue, float64(o.Bound))
+		ch <- prometheus.MustNewConstMetric(m.rlsOverridesEvicted, prometheus.CounterValue, float64(o.Evicted))
+		ch <- prometheus.MustNewConstMetric(m.rlsOverridesRefused, prometheus.CounterValue, float64(o.Refused))
 		for _, s := range m.rls.Stats() {
 			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
 		}
