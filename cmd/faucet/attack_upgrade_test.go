@@ -140,7 +140,8 @@ func (u *upgradeConn) send(n, pad int) (answered int, err error) {
 // behind a rule of burst 2, 50 requests sent inside it reached the
 // upstream. Now h2c is proxied as plain HTTP/1.1, another upgrade is
 // refused unless --upgrade allows it, and an allowed one takes its tokens
-// and is bounded in bytes, idle time and duration. CONNECT is refused.
+// and is bounded in bytes, idle time and duration. CONNECT and the HTTP/2
+// connection preface are refused.
 func TestAttackUpgradeTunnels(t *testing.T) {
 	up := startTunnelUpstream(t)
 	rules := filepath.Join(t.TempDir(), "rules.json")
@@ -172,29 +173,36 @@ func TestAttackUpgradeTunnels(t *testing.T) {
 		t.Errorf("faucet_upgrades_total{result=\"refused\"} = %v, want 2", n)
 	}
 
-	before := up.hits.Load()
-	c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(8 * time.Second))
-	io.WriteString(c, "CONNECT upstream.example:443 HTTP/1.1\r\nHost: upstream.example:443\r\nX-Client: connect\r\n\r\n")
-	if resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect}); err != nil {
-		t.Errorf("CONNECT: %v", err)
-	} else if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Errorf("CONNECT: %d %q, want 405 application/problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	if n := up.hits.Load() - before; n != 0 {
-		t.Errorf("CONNECT: %d requests reached the upstream", n)
+	// CONNECT, and h2c with prior knowledge: the HTTP/2 connection preface.
+	for _, tt := range []struct{ name, req string }{
+		{"CONNECT", "CONNECT upstream.example:443 HTTP/1.1\r\nHost: upstream.example:443\r\nX-Client: connect\r\n\r\n"},
+		{"the HTTP/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+	} {
+		before := up.hits.Load()
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(8 * time.Second))
+		io.WriteString(c, tt.req)
+		method, _, _ := strings.Cut(tt.req, " ")
+		if resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: method}); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		} else if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %q, want 405 application/problem+json", tt.name, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if n := up.hits.Load() - before; n != 0 {
+			t.Errorf("%s: %d requests reached the upstream", tt.name, n)
+		}
 	}
 
 	// --upgrade websocket: the tunnel opens, and ends at each bound.
 	const maxBytes, pad = 4096, 300
 	p = startServe(t, "--rules", rules, "--upstream", upstream, "--upgrade", "websocket",
-		"--upgrade-max-bytes", fmt.Sprint(maxBytes), "--upgrade-idle-timeout", "1s", "--upgrade-max-duration", "3s")
+		"--upgrade-max-bytes", fmt.Sprint(maxBytes), "--upgrade-idle-timeout", "1s", "--upgrade-max-duration", "2s")
 
-	before = up.hits.Load()
+	before := up.hits.Load()
 	u := dialUpgrade(t, p.addr, "bytes", "WebSocket")
 	answered, err := u.send(50, pad)
 	reached := up.hits.Load() - before
@@ -224,10 +232,10 @@ func TestAttackUpgradeTunnels(t *testing.T) {
 		if _, err = u.send(1, 0); err != nil {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // well within --upgrade-idle-timeout
 	}
 	if err == nil || isTimeout(err) {
-		t.Errorf("a busy tunnel past --upgrade-max-duration 3s: %v after %v, want it closed", err, time.Since(start))
+		t.Errorf("a busy tunnel past --upgrade-max-duration 2s: %v after %v, want it closed", err, time.Since(start))
 	}
 
 	for _, reason := range []string{"bytes", "idle", "duration"} {
