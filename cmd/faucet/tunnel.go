@@ -18,12 +18,12 @@ import (
 // A request that switches protocols (Upgrade, answered 101 by the upstream)
 // turns its connection into a tunnel the limiter sees nothing of: every
 // request sent inside it would reach the upstream uncounted. So the proxy
-// refuses CONNECT and the HTTP/2 connection preface (405), never forwards an upgrade to h2c (the request is
-// proxied as plain HTTP/1.1, its upgrade headers removed), refuses any other
-// upgrade with 403 unless --upgrade lists the protocol, and bounds the
-// tunnel of an allowed one in time, idle time and bytes. The upgrade request
-// itself takes its tokens as any request does: the gate runs after the
-// limiter.
+// refuses CONNECT and the HTTP/2 connection preface (405), never forwards
+// an upgrade to h2c (the request is proxied as plain HTTP/1.1, its upgrade
+// headers removed), refuses any other upgrade with 403 unless --upgrade
+// lists the protocol, and bounds the tunnel of an allowed one in time,
+// idle time and bytes. The upgrade request itself takes its tokens as any
+// request does: the gate runs after the limiter.
 //
 // While open, a tunnel holds its client connection's --max-conns slot: the
 // server hands the listener's connection to the proxy, which is never quiet
