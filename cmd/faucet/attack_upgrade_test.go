@@ -16,7 +16,8 @@ import (
 
 // tunnelUpstream answers 101 to every request that offers an upgrade, and
 // 200 to every other request it reads on the connection, tunnelled or not,
-// counting them all: what reaches it through a tunnel is counted too.
+// counting them all: what reaches it through a tunnel is counted too. To a
+// request for /flood it sends without end.
 type tunnelUpstream struct {
 	ln   net.Listener
 	hits atomic.Int64
@@ -65,6 +66,13 @@ func (u *tunnelUpstream) serve(c net.Conn) {
 		}
 		io.Copy(io.Discard, req.Body)
 		u.hits.Add(1)
+		if req.URL.Path == "/flood" {
+			for chunk := make([]byte, 64<<10); ; {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}
 		if up := req.Header.Get("Upgrade"); up != "" {
 			fmt.Fprintf(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", up)
 			continue
@@ -248,6 +256,19 @@ func TestAttackUpgradeTunnels(t *testing.T) {
 	}
 	if n := metric(t, p, `faucet_tunnels_open`); n != 0 {
 		t.Errorf("faucet_tunnels_open after every tunnel ended = %v, want 0", n)
+	}
+
+	// A client that reads nothing while the upstream sends: once every
+	// buffer between them is full, the proxy waits on the client, and the
+	// idle bound must reach it there to free the client's slot.
+	p = startServe(t, "--rules", rules, "--upstream", upstream, "--upgrade", "websocket", "--upgrade-idle-timeout", "1s")
+	u = dialUpgrade(t, p.addr, "flood", "websocket")
+	io.WriteString(u.c, "GET /flood HTTP/1.1\r\nHost: faucet\r\n\r\n")
+	if n := waitMetric(t, p, `faucet_tunnels_closed_total{reason="idle"}`, 1); n != 1 {
+		t.Errorf("a tunnel to a client that reads nothing: faucet_tunnels_closed_total{reason=\"idle\"} = %v, want 1", n)
+	}
+	if n := waitMetric(t, p, `faucet_connections_open{listener="public"}`, 0); n != 0 {
+		t.Errorf("a tunnel to a client that reads nothing still holds its --max-conns slot after the idle bound: %v open", n)
 	}
 }
 
