@@ -23,6 +23,9 @@ type metrics struct {
 	lastOK         prometheus.Gauge
 	storeErrors    prometheus.Counter
 	upstreamErrors *prometheus.CounterVec
+	upgrades       *prometheus.CounterVec
+	tunnelsOpen    prometheus.Gauge
+	tunnelsClosed  *prometheus.CounterVec
 
 	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
 	// The rate-limit service's request-carried limits.
@@ -52,6 +55,17 @@ func newMetrics() *metrics {
 			Name: "faucet_upstream_errors_total",
 			Help: "Proxied requests the upstream failed, by the status answered: 504 (no answer within --upstream-timeout), 502 (any other failure).",
 		}, []string{"status"}),
+		upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_upgrades_total",
+			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405), h2c_preface_refused (the HTTP/2 connection preface, 405).",
+		}, []string{"result"}),
+		tunnelsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faucet_tunnels_open", Help: "Upgraded connections open through the proxy.",
+		}),
+		tunnelsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_tunnels_closed_total",
+			Help: "Upgraded connections ended, by reason: duration (--upgrade-max-duration), idle (--upgrade-idle-timeout), bytes (--upgrade-max-bytes), closed (by the client or the upstream).",
+		}, []string{"reason"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (a client's cost outside min_cost and max_cost, 400), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
@@ -81,7 +95,7 @@ func newMetrics() *metrics {
 	m.upstreamErrors.WithLabelValues("502")
 	m.upstreamErrors.WithLabelValues("504")
 	m.reg = prometheus.NewRegistry()
-	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors,
+	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors, m.upgrades, m.tunnelsOpen, m.tunnelsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
