@@ -24,8 +24,13 @@ type metrics struct {
 	lastOK         prometheus.Gauge
 	storeErrors    prometheus.Counter
 	upstreamErrors *prometheus.CounterVec
+	upgrades       *prometheus.CounterVec
+	tunnelsOpen    prometheus.Gauge
+	tunnelsClosed  *prometheus.CounterVec
 
 	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	// The rate-limit service's request-carried limits.
+	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
 	// names its users' dashboards know: total_hits, over_limit, near_limit,
 	// within_limit, shadow_mode.
@@ -51,6 +56,17 @@ func newMetrics() *metrics {
 			Name: "faucet_upstream_errors_total",
 			Help: "Proxied requests the upstream failed, by the status answered: 504 (no answer within --upstream-timeout), 502 (any other failure).",
 		}, []string{"status"}),
+		upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_upgrades_total",
+			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405), h2c_preface_refused (the HTTP/2 connection preface, 405).",
+		}, []string{"result"}),
+		tunnelsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "faucet_tunnels_open", Help: "Upgraded connections open through the proxy.",
+		}),
+		tunnelsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "faucet_tunnels_closed_total",
+			Help: "Upgraded connections ended, by reason: duration (--upgrade-max-duration), idle (--upgrade-idle-timeout), bytes (--upgrade-max-bytes), closed (by the client or the upstream).",
+		}, []string{"reason"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (a client's cost outside min_cost and max_cost, 400), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
@@ -62,6 +78,12 @@ func newMetrics() *metrics {
 		jwtRejected: prometheus.NewDesc("faucet_jwt_rejected_total",
 			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
 			[]string{"reason"}, nil),
+		rlsOverrides: prometheus.NewDesc("faucet_rls_overrides",
+			"Limits carried by rate-limit service requests (a descriptor's limit) bound now, each a bucket set per domain: at most 64, an equal share per configured domain.", nil, nil),
+		rlsOverridesEvicted: prometheus.NewDesc("faucet_rls_overrides_evicted_total",
+			"Request-carried limits unbound, their buckets full again: idle for 10 minutes, or the least recently used when a new one needed its domain's room.", nil, nil),
+		rlsOverridesRefused: prometheus.NewDesc("faucet_rls_overrides_refused_total",
+			"Rate-limit service requests answered OVER_LIMIT because their new request-carried limit found no room in its domain's share.", nil, nil),
 	}
 	for i, name := range rateLimitStats {
 		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
@@ -74,7 +96,7 @@ func newMetrics() *metrics {
 	m.upstreamErrors.WithLabelValues("502")
 	m.upstreamErrors.WithLabelValues("504")
 	m.reg = prometheus.NewRegistry()
-	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors,
+	m.reg.MustRegister(m, m.reloads, m.lastOK, m.storeErrors, m.upstreamErrors, m.upgrades, m.tunnelsOpen, m.tunnelsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -126,12 +148,31 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.evictions
 	ch <- m.overflow
 	ch <- m.jwtRejected
+	ch <- m.rlsOverrides
+	ch <- m.rlsOverridesEvicted
+	ch <- m.rlsOverridesRefused
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.lim != nil {
+		m.collectHTTP(ch)
+	}
+	if m.rls != nil {
+		o := m.rls.OverrideStats()
+		ch <- prometheus.MustNewConstMetric(m.rlsOverrides, prometheus.GaugeValue, float64(o.Bound))
+		ch <- prometheus.MustNewConstMetric(m.rlsOverridesEvicted, prometheus.CounterValue, float64(o.Evicted))
+		ch <- prometheus.MustNewConstMetric(m.rlsOverridesRefused, prometheus.CounterValue, float64(o.Refused))
+		for _, s := range m.rls.Stats() {
+			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+		}
+	}
+}
+
+// collectHTTP emits the counters of the HTTP rules.
+func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 	for _, s := range m.lim.Stats() {
 		for _, c := range []struct {
 			result string
@@ -154,11 +195,6 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}{{"malformed", j.Malformed}, {"signature", j.Signature}, {"expired", j.Expired},
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
-	}
-	if m.rls != nil {
-		for _, s := range m.rls.Stats() {
-			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
-		}
 	}
 }
 

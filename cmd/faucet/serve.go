@@ -56,7 +56,7 @@ type serveConfig struct {
 }
 
 const (
-	defaultAdminListen = "127.0.0.1:9090"
+	defaultAdminListen = "127.0.0.1:8078"
 	defaultMetricsPath = "/metrics"
 )
 
@@ -121,6 +121,7 @@ matched descriptor is a token bucket of requests_per_unit refilling
 requests_per_unit per unit, in the same store as the rules (--redis shares
 them). A change to a file in DIR (checked every --watch) or SIGHUP reloads
 them; buckets of unchanged limits are kept. --validate checks DIR too.
+With --listen "" it runs alone: no HTTP rule is loaded.
 
 With --audit-db DSN, every denial (and every request a shadow rule would
 have denied, flagged) becomes a row of --audit-table in PostgreSQL, which
@@ -202,12 +203,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(cfg.logFormat, stderr)
-	stopJWT, err := cfg.startJWT(&opts, rules, logger)
-	if err != nil {
-		fmt.Fprintf(stderr, "faucet serve: %v\n", err)
-		return 2
+	if cfg.listen != "" {
+		stopJWT, err := cfg.startJWT(&opts, rules, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "faucet serve: %v\n", err)
+			return 2
+		}
+		defer stopJWT()
 	}
-	defer stopJWT()
 	if cfg.rulesDB.dsn != "" {
 		var code int
 		if rules, code = cfg.loadRulesDB(opts, logger, stderr); code != 0 {
@@ -215,7 +218,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if cfg.validate {
-		fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
+		if cfg.listen != "" {
+			fmt.Fprintf(stdout, "%s: %d rules, valid\n", cfg.rulesName(), len(rules))
+		}
 		if cfg.rlsLoaded != nil {
 			fmt.Fprintf(stdout, "%s: %d rate-limit service domains, valid\n", cfg.rls.config, len(cfg.rlsLoaded.cfg.Domains()))
 		}
@@ -289,8 +294,17 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	case cfg.adminListen == "" && cfg.metricsPath != defaultMetricsPath:
 		problems = append(problems, "--metrics-path: only means something with --admin-listen")
 	}
-	if cfg.listen == "" && cfg.rls.listen == "" {
+	switch {
+	case cfg.listen == "" && cfg.rls.listen == "":
 		problems = append(problems, "--listen: may be empty only with --rls (a rate-limit service alone)")
+	case cfg.listen == "":
+		// The rate-limit service alone has no HTTP rules: flags that only
+		// shape them would be silently ignored.
+		for _, f := range []struct{ name, val string }{{"rules", cfg.rules}, {"upstream", cfg.upstream}, {"rules-db", cfg.rulesDB.dsn}} {
+			if f.val != "" {
+				problems = append(problems, fmt.Sprintf("--%s: needs the HTTP listener, which --listen \"\" turns off", f.name))
+			}
+		}
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", cfg.logFormat))
@@ -315,8 +329,12 @@ func (cfg *serveConfig) rulesName() string {
 	return cfg.rules
 }
 
-// loadRules reads the rules file, or returns the built-in rules.
+// loadRules reads the rules file, or returns the built-in rules; none
+// without an HTTP listener.
 func (cfg *serveConfig) loadRules() ([]httplimit.Rule, error) {
+	if cfg.listen == "" {
+		return nil, nil
+	}
 	if cfg.rules == "" {
 		return defaultRules, nil
 	}
@@ -375,25 +393,40 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 		s.closeStore()
 		return nil, err
 	}
-	if s.lim, err = httplimit.New(rules, opts); err != nil {
-		s.audit.close(context.Background())
-		s.closeStore()
-		return nil, err
+	if cfg.listen != "" {
+		if s.lim, err = httplimit.New(rules, opts); err != nil {
+			s.audit.close(context.Background())
+			s.closeStore()
+			return nil, err
+		}
+		s.metrics.watch(s.lim)
 	}
 	if cfg.rules != "" {
 		if data, err := os.ReadFile(cfg.rules); err == nil {
 			s.fileSum = sha256.Sum256(data)
 		}
 	}
-	s.metrics.watch(s.lim)
 	if cfg.rlsLoaded != nil {
 		if s.rls, err = newRLSService(&cfg.rls, &cfg.http, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
-			s.lim.Close()
+			s.closeLimiter()
 			s.audit.close(context.Background())
 			s.closeStore()
 			return nil, err
 		}
 		s.metrics.watchRLS(s.rls.srv)
+	}
+	s.admin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz":
+			serveHealth(w)
+		case cfg.metricsPath != "" && r.URL.Path == cfg.metricsPath:
+			s.metrics.handler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	if s.lim == nil {
+		return s, nil
 	}
 	var inner http.Handler = s.lim.CheckHandler()
 	if cfg.upstream != "" {
@@ -412,17 +445,14 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			http.NotFound(w, r)
 		}
 	})
-	s.admin = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/healthz":
-			serveHealth(w)
-		case cfg.metricsPath != "" && r.URL.Path == cfg.metricsPath:
-			s.metrics.handler.ServeHTTP(w, r)
-		default:
-			http.NotFound(w, r)
-		}
-	})
 	return s, nil
+}
+
+// closeLimiter stops the HTTP limiter, if there is one.
+func (s *server) closeLimiter() {
+	if s.lim != nil {
+		s.lim.Close()
+	}
 }
 
 // serveHealth answers a health check: the process is up and serving.
@@ -503,6 +533,36 @@ func (s *server) listen() ([]*listener, error) {
 	return out, nil
 }
 
+// listeningAttrs says where each listener is, the metrics' address
+// included, and what the HTTP one does: nothing of HTTP when the
+// rate-limit service runs alone.
+func (s *server) listeningAttrs(lns []*listener) []any {
+	var attrs []any
+	for _, l := range lns {
+		base := "http://" + l.ln.Addr().String()
+		if l.name == "admin" {
+			attrs = append(attrs, "admin_url", base)
+			if s.cfg.metricsPath != "" {
+				attrs = append(attrs, "metrics_url", base+s.cfg.metricsPath)
+			}
+			continue
+		}
+		attrs = append(attrs, "url", base)
+	}
+	if s.rls != nil {
+		attrs = append(attrs, "rls_addr", s.rls.ln.Addr().String(), "rls_config", s.cfg.rls.config)
+	}
+	if s.cfg.listen == "" {
+		return attrs
+	}
+	if s.cfg.upstream != "" {
+		attrs = append(attrs, "mode", "proxy", "upstream", s.cfg.upstream)
+	} else {
+		attrs = append(attrs, "mode", "check API", "path", "/v1/check")
+	}
+	return append(attrs, "rules", len(s.lim.Rules()), "rules_from", s.cfg.rulesName())
+}
+
 // run serves until SIGINT or SIGTERM and returns the exit code.
 func (s *server) run() int {
 	// Signals are caught before anything is served: a SIGTERM that comes
@@ -524,29 +584,12 @@ func (s *server) run() int {
 		if s.rls != nil {
 			s.rls.srv.Close()
 		}
-		s.lim.Close()
+		s.closeLimiter()
 		s.audit.close(context.Background())
 		s.closeStore()
 		return 1
 	}
-	var attrs []any
-	for _, l := range lns {
-		name := "url"
-		if l.name == "admin" {
-			name = "admin_url"
-		}
-		attrs = append(attrs, name, "http://"+l.ln.Addr().String())
-	}
-	if s.rls != nil {
-		attrs = append(attrs, "rls_addr", s.rls.ln.Addr().String(), "rls_config", s.cfg.rls.config)
-	}
-	if s.cfg.upstream != "" {
-		attrs = append(attrs, "mode", "proxy", "upstream", s.cfg.upstream)
-	} else {
-		attrs = append(attrs, "mode", "check API", "path", "/v1/check")
-	}
-	attrs = append(attrs, "rules", len(s.lim.Rules()), "rules_from", s.cfg.rulesName())
-	s.log.Info("listening", attrs...)
+	s.log.Info("listening", s.listeningAttrs(lns)...)
 	stopRulesDB := s.watchRulesDB()
 	served := make(chan error, len(lns)+1)
 	for _, l := range lns {
@@ -603,7 +646,7 @@ loop:
 		s.rls.stop(ctx)
 	}
 	stopRulesDB()
-	s.lim.Close()
+	s.closeLimiter()
 	if err := s.audit.close(ctx); err != nil {
 		s.log.Error("audit log: shutdown", "err", err)
 	}
@@ -619,6 +662,9 @@ loop:
 // report (at most one line per rule per repeatInterval), how many requests
 // found it so. faucet_overflow_total counts every one.
 func (s *server) reportOverflow() {
+	if s.lim == nil {
+		return
+	}
 	if s.overflowSeen == nil {
 		s.overflowSeen = map[string]uint64{}
 	}

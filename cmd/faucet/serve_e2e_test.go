@@ -479,3 +479,19 @@ func TestServeMetricsOnlyOnAdmin(t *testing.T) {
 		t.Errorf("--admin-listen \"\" listens on %s", proxy.admin)
 	}
 }
+
+// The admin listener's default port is faucet's own, not Prometheus
+// server's 9090, and the listening line says where the metrics are.
+func TestServeAdminDefaultAndMetricsURL(t *testing.T) {
+	if defaultAdminListen != "127.0.0.1:8078" {
+		t.Errorf("default --admin-listen %q, want 127.0.0.1:8078", defaultAdminListen)
+	}
+	p := startServe(t, "--metrics-path", "/m")
+	url := submatch(regexp.MustCompile(`\bmetrics_url"?[=:]"?(http://[^\s"]+)`), p.log())
+	if url != p.adminURL("/m") {
+		t.Fatalf("metrics_url %q in the listening line, want %q:\n%s", url, p.adminURL("/m"), p.log())
+	}
+	if resp, body := get(t, url); resp.StatusCode != http.StatusOK || !strings.Contains(body, "faucet_decisions_total") {
+		t.Errorf("GET %s: %d %.80q, want the metrics", url, resp.StatusCode, body)
+	}
+}

@@ -19,6 +19,13 @@ type httpFlags struct {
 	upstreamTimeout   time.Duration
 	maxHeaderBytes    int
 	maxConns          int
+
+	// upgrade lists the protocols a request may switch to through the
+	// proxy (lower case); the tunnel of one is bounded by the other three.
+	upgrade            string
+	upgradeMaxDuration time.Duration
+	upgradeIdleTimeout time.Duration
+	upgradeMaxBytes    int64
 }
 
 const (
@@ -34,6 +41,12 @@ const (
 	// cap, the waiting and refused connections of each listener (see
 	// conncap), store and database pools, files and the runtime's own.
 	fdReserve = 240
+
+	defaultUpgradeMaxDuration = time.Hour
+	defaultUpgradeIdleTimeout = 2 * time.Minute
+	defaultUpgradeMaxBytes    = 64 << 20
+	maxUpgradeDuration        = 24 * time.Hour
+	maxUpgradeBytes           = 1 << 40
 )
 
 func (f *httpFlags) register(fs *flag.FlagSet) {
@@ -48,6 +61,11 @@ func (f *httpFlags) register(fs *flag.FlagSet) {
 		"it waits up to --read-header-timeout for one to close (64 at most wait; a client refused gets 503). The cap and the\n"+
 		"policy apply to the --rls listener too, on its own. Default: half the open-file limit (ulimit -n) less 240 (or a\n"+
 		"quarter of a smaller one) for stores and files, at most 10000, as each proxied request holds a second descriptor, to the upstream")
+	fs.StringVar(&f.upgrade, "upgrade", "", "comma-separated `LIST` of protocols (such as websocket) a proxied request may switch to with Upgrade;\n"+
+		"any other upgrade is refused with 403 (default: none). h2c is never forwarded: such a request is proxied as plain HTTP/1.1")
+	fs.DurationVar(&f.upgradeMaxDuration, "upgrade-max-duration", defaultUpgradeMaxDuration, "longest an upgraded connection stays open (1s to 24h)")
+	fs.DurationVar(&f.upgradeIdleTimeout, "upgrade-idle-timeout", defaultUpgradeIdleTimeout, "longest an upgraded connection stays open without a byte either way (1s to --upgrade-max-duration)")
+	fs.Int64Var(&f.upgradeMaxBytes, "upgrade-max-bytes", defaultUpgradeMaxBytes, "most bytes an upgraded connection carries, both directions together (1024 to 1099511627776)")
 }
 
 // defaultMaxConns is --max-conns by default: see its help.
@@ -91,6 +109,30 @@ func (f *httpFlags) problems(proxy bool) []string {
 			limit = fmt.Sprintf("%d, the open-file limit", n)
 		}
 		problems = append(problems, fmt.Sprintf("--max-conns: must be 0 (unbounded) or from 1 to %s, got %d", limit, f.maxConns))
+	}
+	return append(problems, f.upgradeProblems(proxy)...)
+}
+
+// upgradeProblems lists what is wrong with the --upgrade flags.
+func (f *httpFlags) upgradeProblems(proxy bool) []string {
+	var problems []string
+	if f.upgrade != "" && !proxy {
+		problems = append(problems, "--upgrade: only means something with --upstream")
+	}
+	if _, err := parseUpgradeList(f.upgrade); err != nil {
+		problems = append(problems, "--upgrade: "+err.Error())
+	}
+	if f.upgradeMaxDuration < time.Second || f.upgradeMaxDuration > maxUpgradeDuration {
+		problems = append(problems, fmt.Sprintf("--upgrade-max-duration: must be from 1s to %v, got %v", maxUpgradeDuration, f.upgradeMaxDuration))
+	}
+	if f.upgradeIdleTimeout < time.Second || f.upgradeIdleTimeout > max(time.Second, f.upgradeMaxDuration) {
+		problems = append(problems, fmt.Sprintf("--upgrade-idle-timeout: must be from 1s to --upgrade-max-duration (%v), got %v", f.upgradeMaxDuration, f.upgradeIdleTimeout))
+	}
+	if f.upgradeMaxBytes < 1<<10 || f.upgradeMaxBytes > maxUpgradeBytes {
+		problems = append(problems, fmt.Sprintf("--upgrade-max-bytes: must be from 1024 to %d, got %d", int64(maxUpgradeBytes), f.upgradeMaxBytes))
+	}
+	if f.upgrade == "" && (f.upgradeMaxDuration != defaultUpgradeMaxDuration || f.upgradeIdleTimeout != defaultUpgradeIdleTimeout || f.upgradeMaxBytes != defaultUpgradeMaxBytes) {
+		problems = append(problems, "--upgrade-max-duration, --upgrade-idle-timeout, --upgrade-max-bytes: only mean something with --upgrade")
 	}
 	return problems
 }

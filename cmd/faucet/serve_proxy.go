@@ -27,7 +27,9 @@ import (
 // connecting, the TLS handshake, and the wait for the response header after
 // the request was sent. A stalled upstream gets 504, any other failure 502,
 // each with a problem document that names no address.
-func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
+//
+// Requests that would switch protocols pass the gate of tunnels first.
+func (s *server) newProxy(u *url.URL) http.Handler {
 	d := s.cfg.http.upstreamTimeout
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext
@@ -36,7 +38,8 @@ func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 1024
 	upstreamLog := s.throttled("upstream")
-	return &httputil.ReverseProxy{
+	tunnels := newTunnels(&s.cfg.http, s.metrics)
+	return tunnels.gate(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			if s.lim.FromTrustedProxy(pr.In) {
@@ -47,8 +50,9 @@ func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 				pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body}
 			}
 		},
-		Transport:  t,
-		BufferPool: copyBuffers{},
+		ModifyResponse: tunnels.modifyResponse,
+		Transport:      t,
+		BufferPool:     copyBuffers{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if b, ok := r.Body.(*clientBody); ok && b.failed() != nil {
 				// The client failed to send its body (--read-timeout, or
@@ -74,7 +78,7 @@ func (s *server) newProxy(u *url.URL) *httputil.ReverseProxy {
 			writeProblem(w, status, detail)
 		},
 		ErrorLog: s.errorLog("proxy"),
-	}
+	})
 }
 
 // copyBufferSize is the size of the buffers a proxied response's body is

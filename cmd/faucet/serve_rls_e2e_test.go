@@ -250,9 +250,20 @@ func TestServeRLSAlone(t *testing.T) {
 	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
 		t.Fatalf("%v, %v", resp, err)
 	}
+	// Nothing of HTTP is loaded or announced: no built-in rule, no mode.
+	if log := p.log(); strings.Contains(log, "check API") || strings.Contains(log, "rules=") || strings.Contains(log, "built-in") {
+		t.Errorf("the rate-limit service alone announces HTTP rules:\n%s", log)
+	}
+	if _, body := get(t, p.adminURL("/metrics")); strings.Contains(body, "faucet_decisions_total") {
+		t.Errorf("metrics count decisions of an HTTP rule that is not served:\n%s", grepLines(body, "faucet_decisions_total"))
+	}
 	out, _ := exec.Command(faucetBinary(t), "serve", "--listen", "").CombinedOutput()
 	if !strings.Contains(string(out), "--listen: may be empty only with --rls") {
 		t.Errorf("--listen \"\" alone: %s", out)
+	}
+	out, _ = exec.Command(faucetBinary(t), "serve", "--listen", "", "--rls", "127.0.0.1:0", "--rls-config", dir, "--rules", filepath.Join(dir, "edge.yaml")).CombinedOutput()
+	if !strings.Contains(string(out), `--rules: needs the HTTP listener, which --listen "" turns off`) {
+		t.Errorf("--rules with --listen \"\": %s", out)
 	}
 }
 

@@ -45,7 +45,11 @@ type simInterval struct {
 	start, end     time.Duration
 	sent, admitted int
 	denied         int
-	tokensAtEnd    float64
+	// tokensLeft is what the bucket holds right after the interval's last
+	// request, or at its end if it had none. The level at the very end
+	// would read as a full token on a drained bucket: the refill reaches
+	// one token exactly when the next interval's first request takes it.
+	tokensLeft float64
 }
 
 // simSample is the state right after one request, for the chart.
@@ -279,7 +283,9 @@ func simulate(cfg simConfig) (simResult, error) {
 		if err := until(row.end); err != nil {
 			return err
 		}
-		row.tokensAtEnd = e.TokensAt(clock.Add(row.end), "client")
+		if row.sent == 0 {
+			row.tokensLeft = e.TokensAt(clock.Add(row.end), "client")
+		}
 		res.intervals = append(res.intervals, row)
 		row = simInterval{start: row.end, end: min(row.end+cfg.interval, cfg.duration)}
 		return nil
@@ -305,6 +311,7 @@ func simulate(cfg simConfig) (simResult, error) {
 		} else {
 			row.denied++
 		}
+		row.tokensLeft = d.Remaining
 		res.samples = append(res.samples, simSample{at: at, tokens: d.Remaining, allowed: d.Allowed})
 	}
 	for row.start < cfg.duration {
@@ -323,10 +330,10 @@ func report(w io.Writer, cfg simConfig, res simResult) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens at end\t")
+	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens left\t")
 	var sent, admitted, denied int
 	for _, r := range res.intervals {
-		fmt.Fprintf(tw, "%v\t%v\t%d\t%d\t%d\t%.3f\t\n", r.start, r.end, r.sent, r.admitted, r.denied, r.tokensAtEnd)
+		fmt.Fprintf(tw, "%v\t%v\t%d\t%d\t%d\t%.3f\t\n", r.start, r.end, r.sent, r.admitted, r.denied, r.tokensLeft)
 		sent, admitted, denied = sent+r.sent, admitted+r.admitted, denied+r.denied
 	}
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t\n", sent, admitted, denied)

@@ -23,17 +23,20 @@ func runArgs(args ...string) (code int, stdout, stderr string) {
 // The worked example of a token bucket: rate 10/s, burst 50, 60 requests a
 // second. The first second spends the burst plus that second's refill (59 of
 // 60 admitted); after that exactly the rate, 10 a second, gets through.
+// After each second's last request, at 59/60 s past the second, the bucket
+// holds the 5/6 of a token refilled since the last admission at .9 s: it is
+// drained, though a full token is due at the second itself.
 func TestSimWorkedExample(t *testing.T) {
 	code, out, errs := runArgs("sim", "--rate", "10", "--burst", "50", "--load", "60/s", "--duration", "5s")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	checkRows(t, out, [][]string{
-		{"0s", "1s", "60", "59", "1"},
-		{"1s", "2s", "60", "10", "50"},
-		{"2s", "3s", "60", "10", "50"},
-		{"3s", "4s", "60", "10", "50"},
-		{"4s", "5s", "60", "10", "50"},
+		{"0s", "1s", "60", "59", "1", "0.833"},
+		{"1s", "2s", "60", "10", "50", "0.833"},
+		{"2s", "3s", "60", "10", "50", "0.833"},
+		{"3s", "4s", "60", "10", "50", "0.833"},
+		{"4s", "5s", "60", "10", "50", "0.833"},
 	})
 	if !regexp.MustCompile(`total\s+300\s+99\s+201`).MatchString(out) {
 		t.Errorf("totals line missing or wrong:\n%s", out)
@@ -185,13 +188,13 @@ func TestSimSetLimit(t *testing.T) {
 			{"4s", "6s", "120", "30", "90"},
 		},
 	}, {
-		// A change between requests counts from its time in the tokens at
-		// the end of an interval, which no request follows: the one request
-		// drains the bucket at 0 s, which holds 0.5 s at 1/s plus 0.5 s at
-		// 2/s at 1 s, and 1 s more at 2/s at 2 s.
+		// A change between requests counts from its time in the tokens
+		// left at the end of an interval without requests: the one request
+		// drains the bucket at 0 s (0 left), which holds 0.5 s at 1/s plus
+		// 1.5 s at 2/s at 2 s.
 		name: "between requests",
 		args: []string{"--rate", "1", "--burst", "10", "--cost", "10", "--load", "1/2s", "--duration", "2s", "--set-limit", "0.5s=2/s"},
-		rows: [][]string{{"0s", "1s", "1", "1", "0", "1.500"}, {"1s", "2s", "0", "0", "0", "3.500"}},
+		rows: [][]string{{"0s", "1s", "1", "1", "0", "0.000"}, {"1s", "2s", "0", "0", "0", "3.500"}},
 	}, {
 		// A change at 0 s is the same as that --rate.
 		name: "at 0 s",

@@ -53,6 +53,9 @@ type Limit struct {
 	Path string
 	// id names the limit's buckets in the store.
 	id string
+	// levels is Path's levels, the domain apart: the composite keys on
+	// the way.
+	levels metricKey
 	// valuesInMetric is set when a descriptor on the limit's path has
 	// value_to_metric: its metrics may name request values.
 	valuesInMetric bool
@@ -287,6 +290,7 @@ func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []strin
 		if fd.RateLimit != nil {
 			c.limit = d.loadLimit(ce, p+".rate_limit", full+composite, &fd)
 			c.limit.id = limitID(d.Name, here)
+			c.limit.levels = here
 			c.limit.valuesInMetric = vtm || fd.ValueToMetric
 		}
 		wild := strings.Contains(composite, "*")

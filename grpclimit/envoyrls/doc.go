@@ -28,9 +28,13 @@
 //   - duration_until_reset is, on OK, the time until the bucket is full
 //     again and, on OVER_LIMIT, the time until the request's cost is
 //     there (absent when it never will be: a cost above the burst).
+//   - A descriptor's hits_addend of 0 takes nothing, and is OVER_LIMIT
+//     when a cost of 1 would be (the reference answers OK until its
+//     window's count has passed the limit).
 //   - A limit carried by the request (the descriptor's limit field, its
 //     unit_multiplier honoured) has buckets of its own, apart from the
-//     configured limit's.
+//     configured limit's; their number is bounded, per domain
+//     (Options.MaxOverrides), and one that finds no room is OVER_LIMIT.
 //   - A shadow_mode or quota_mode limit that cannot cover the cost is
 //     reported and set aside, and takes nothing; the request is denied
 //     when an enforced limit cannot cover it or when every quota_mode

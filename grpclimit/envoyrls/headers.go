@@ -5,17 +5,24 @@ import (
 	"slices"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
 
-// headers is the RateLimit-Policy and RateLimit fields of a decision, and
-// Retry-After (with the jitter httplimit gives it) on a denial, written as
-// httplimit writes them for an HTTP rule. A limit of 0 requests, which
-// never admits, has no policy to advertise.
+// headers is the RateLimit-Policy and RateLimit fields of a decision and,
+// on a denial, the reason and Retry-After (with the jitter httplimit gives
+// it), written as httplimit writes them for an HTTP rule. A limit of 0
+// requests, which never admits, has no policy to advertise. A denial that
+// can never pass (such a limit, or a cost above a burst) carries no
+// Retry-After, and the reason says so.
 func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 	res := httplimit.Result{Allowed: !denied}
+	never := false
 	for i := range checks {
 		c := &checks[i]
+		if c.over && !c.shadow && !c.quota && c.d.RetryAfter == engine.InfDuration {
+			never = true
+		}
 		if c.kind != kindBucket {
 			continue
 		}
@@ -30,7 +37,12 @@ func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 		}
 		res.Policies = append(res.Policies, p)
 	}
-	if denied {
+	switch {
+	case !denied:
+	case never:
+		res.Reason = httplimit.ReasonCostExceedsBurst
+	default:
+		res.Reason = httplimit.ReasonExceeded
 		res.RetryAfter = res.JitteredRetryAfter(s.opts.Seed)
 	}
 	h := http.Header{}

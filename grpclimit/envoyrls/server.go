@@ -30,7 +30,8 @@ type Options struct {
 	// beyond it share one overflow bucket per limit. Ignored with Store.
 	MaxKeys int
 	// Headers adds the IETF RateLimit-Policy and RateLimit fields to every
-	// answer's response_headers_to_add, and Retry-After to a denial's.
+	// answer's response_headers_to_add, and to a denial's the reason
+	// (X-Faucet-Reason) and, unless it can never pass, Retry-After.
 	Headers bool
 	// ShadowMode answers OK to every request while still taking tokens
 	// and counting denials (the reference's global shadow mode).
@@ -41,8 +42,15 @@ type Options struct {
 	// InvalidArgument, naming the bound.
 	MaxDescriptors, MaxEntries, MaxEntryBytes int
 	// MaxOverrides bounds the distinct limits requests may carry in their
-	// descriptors' limit field (0: 64): each is a bucket set of its own.
+	// descriptors' limit field (0: 64): each is a bucket set of its own,
+	// per domain. Each configured domain has an equal share of them; a
+	// request-carried limit in a domain that is not configured is ignored,
+	// as the reference ignores it. One unused for OverrideIdle (0: 10
+	// minutes), and at least until its buckets are full again, is unbound;
+	// a new one that finds its domain's share taken unbinds the least
+	// recently used whose buckets are full, else is OVER_LIMIT.
 	MaxOverrides int
+	OverrideIdle time.Duration
 	// MaxMetricKeys bounds the metric keys that name request values
 	// (detailed_metric, value_to_metric, request-carried limits; 0:
 	// 10,000): past it, new ones count under their limit's own key.
@@ -71,6 +79,12 @@ func (o Options) resolve() (Options, error) {
 			return o, fmt.Errorf("envoyrls: Options.%s must be positive, or 0 for %d, got %d", f.name, f.def, *f.v)
 		}
 	}
+	switch {
+	case o.OverrideIdle == 0:
+		o.OverrideIdle = 10 * time.Minute
+	case o.OverrideIdle < 0:
+		return o, fmt.Errorf("envoyrls: Options.OverrideIdle must be positive, or 0 for 10m, got %v", o.OverrideIdle)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -93,25 +107,18 @@ type Server struct {
 	state atomic.Pointer[state]
 	// overrides holds the bound request-carried limits; copy on write
 	// under mu, read without locks.
-	overrides atomic.Pointer[map[overrideKey]override]
+	overrides atomic.Pointer[map[overrideKey]*override]
+	// lastSweep is when idle overrides were last looked for (Unix ns).
+	lastSweep atomic.Int64
+	// overridesEvicted and overridesRefused count the overrides unbound
+	// to make room for another, and the new ones no room was found for.
+	overridesEvicted, overridesRefused atomic.Uint64
 }
 
 // state is a loaded configuration with its limits bound.
 type state struct {
 	cfg  *Config
 	lims map[*Limit]engine.Limiter
-}
-
-type overrideKey struct {
-	perUnit uint32
-	unit    pb.RateLimitResponse_RateLimit_Unit
-	mult    uint32
-}
-
-// override is a bound request-carried limit and its name.
-type override struct {
-	lim  engine.Limiter
-	name string
 }
 
 // New returns a Server answering from cfg.
@@ -125,7 +132,7 @@ func New(cfg *Config, opts Options) (*Server, error) {
 		s.owned = engine.NewEnginePool(engine.Config{MaxKeys: opts.MaxKeys})
 		s.store = s.owned
 	}
-	s.overrides.Store(&map[overrideKey]override{})
+	s.overrides.Store(&map[overrideKey]*override{})
 	if err := s.Load(cfg); err != nil {
 		return nil, err
 	}
@@ -148,7 +155,7 @@ func (s *Server) Load(cfg *Config) error {
 	for _, d := range cfg.domains {
 		for _, l := range d.limits {
 			if !l.Unlimited {
-				s.stats.of(d.Name, l.Path, l.Path)
+				s.stats.of(d.Name, l.levels, l.levels)
 			}
 			sp, ok := l.spec()
 			if !ok {
@@ -182,7 +189,7 @@ func (s *Server) Close() error {
 	if st := s.state.Swap(&state{cfg: &Config{}, lims: map[*Limit]engine.Limiter{}}); st != nil {
 		st.release(s.store)
 	}
-	for _, o := range *s.overrides.Swap(&map[overrideKey]override{}) {
+	for _, o := range *s.overrides.Swap(&map[overrideKey]*override{}) {
 		s.store.Release(o.lim)
 	}
 	if s.owned != nil {
@@ -191,38 +198,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// override returns the request-carried limit of descriptor i, checking
-// and binding it on first use.
-func (s *Server) override(i int, k overrideKey) (override, error) {
-	if o, ok := (*s.overrides.Load())[k]; ok {
-		return o, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := *s.overrides.Load()
-	if o, ok := cur[k]; ok {
-		return o, nil
-	}
-	if len(cur) >= s.opts.MaxOverrides {
-		return override{}, status.Errorf(codes.ResourceExhausted, "limit override %d per %s: %d distinct overrides are in use, at most Options.MaxOverrides = %d", k.perUnit, k.unit, len(cur), s.opts.MaxOverrides)
-	}
-	if err := checkLimit(k.perUnit, k.unit, k.mult); err != nil {
-		return override{}, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
-	}
-	sp := overrideSpec(k.perUnit, k.unit, k.mult)
-	l, err := s.store.Bind(sp)
-	if err != nil {
-		return override{}, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
-	}
-	next := make(map[overrideKey]override, len(cur)+1)
-	for kk, v := range cur {
-		next[kk] = v
-	}
-	o := override{lim: l, name: sp.Name}
-	next[k] = o
-	s.overrides.Store(&next)
-	return o, nil
-}
+// maxCost is the largest cost counted: one more than the largest burst
+// (requests_per_unit is at most 1e9), so it never passes.
+const maxCost = 1e9 + 1
 
 // kind is what a request descriptor matched.
 type kind uint8
@@ -232,6 +210,7 @@ const (
 	kindUnlimited             // OK, limit_remaining 2^32-1
 	kindZero                  // requests_per_unit 0: always over
 	kindBucket                // a bucket to take from
+	kindNoRoom                // an override with no room to bind: over
 )
 
 // check is one request descriptor's limit and outcome.
@@ -261,6 +240,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.maybeSweep()
 	denied, err := s.decide(ctx, checks)
 	if err != nil {
 		return nil, err
@@ -295,14 +275,23 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 	dom := st.cfg.domains[domain]
 	checks := make([]check, len(descs))
 	replaced := map[string]bool{}
+	var now time.Time // read once, if an override needs it
 	for i, dsc := range descs {
 		if err := s.validate(i, dsc); err != nil {
 			return nil, err
 		}
 		c := &checks[i]
-		c.cost = float64(max(1, req.GetHitsAddend()))
+		hits := uint64(max(1, req.GetHitsAddend()))
 		if h := dsc.GetHitsAddend(); h != nil {
-			c.cost = float64(h.GetValue())
+			hits = h.GetValue()
+		}
+		// Any cost above the largest burst is denied alike; capped, it
+		// cannot wrap the hit counters.
+		c.cost = float64(min(hits, maxCost))
+		if dom == nil {
+			// An unknown domain has no limits, carried ones included, as
+			// in the reference; else any caller could bind limits.
+			continue
 		}
 		if ov := dsc.GetLimit(); ov != nil {
 			unit := pb.RateLimitResponse_RateLimit_Unit(ov.GetUnit())
@@ -317,14 +306,18 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 				c.kind, c.ovName = kindZero, overrideName(c.perUnit, unit, c.mult)
 				continue
 			}
-			o, err := s.override(i, overrideKey{c.perUnit, unit, c.mult})
+			if now.IsZero() {
+				now = s.opts.Now()
+			}
+			o, wait, err := s.override(i, overrideKey{domain, c.perUnit, unit, c.mult}, st, now)
 			if err != nil {
 				return nil, err
 			}
+			if o == nil {
+				c.kind, c.ovName, c.d.RetryAfter = kindNoRoom, overrideName(c.perUnit, unit, c.mult), wait
+				continue
+			}
 			c.kind, c.lim, c.ovName, c.key = kindBucket, o.lim, o.name, bucketKey(domain, dsc.GetEntries(), nil)
-			continue
-		}
-		if dom == nil {
 			continue
 		}
 		l, shared := dom.match(dsc.GetEntries())
@@ -380,25 +373,45 @@ func (s *Server) validate(i int, dsc *common.RateLimitDescriptor) error {
 // the rest are tried again; the request is denied when an enforced limit
 // cannot, or when every quota-mode limit is exhausted.
 func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
-	var active []int
+	var active, looks []int
 	quotas, quotasOver, denied := 0, 0, false
+	over := func(c *check) {
+		switch {
+		case c.shadow:
+		case c.quota:
+			quotasOver++
+		default:
+			denied = true
+		}
+	}
 	for i := range checks {
 		c := &checks[i]
 		if c.quota && !c.shadow && (c.kind == kindBucket || c.kind == kindZero) {
 			quotas++
 		}
-		switch c.kind {
-		case kindBucket:
+		switch {
+		case c.kind == kindBucket && c.cost == 0:
+			looks = append(looks, i)
+		case c.kind == kindBucket:
 			active = append(active, i)
-		case kindZero:
+		case c.kind == kindZero:
 			c.over = true
 			c.d.RetryAfter = engine.InfDuration
-			switch {
-			case c.shadow:
-			case c.quota:
-				quotasOver++
-			default:
-				denied = true
+			over(c)
+		case c.kind == kindNoRoom:
+			c.over = true
+			over(c)
+		}
+	}
+	if len(looks) > 0 {
+		// A cost of 0 takes nothing but is over when a cost of 1 would be:
+		// else an empty bucket would answer OK to every such request.
+		if err := s.peek(ctx, checks, looks); err != nil {
+			return false, err
+		}
+		for _, i := range looks {
+			if checks[i].over {
+				over(&checks[i])
 			}
 		}
 	}
@@ -445,7 +458,7 @@ func (s *Server) decide(ctx context.Context, checks []check) (bool, error) {
 }
 
 // peek reads the active checks' buckets, taking nothing, and records
-// whether each could cover its cost.
+// whether each could cover its cost (a cost of 0, as if it were 1).
 func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 	takes := make([]engine.Take, len(active))
 	out := make([]engine.Decision, len(active))
@@ -457,7 +470,13 @@ func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 	}
 	for j, i := range active {
 		c := &checks[i]
-		c.d, c.over = out[j], out[j].Remaining < c.cost
+		c.d, c.over = out[j], out[j].Remaining < max(c.cost, 1)
+		if c.cost == 0 && c.over {
+			// The wait for one token, from the tokens held.
+			r := float64(rate(c.perUnit, c.unit, c.mult))
+			c.d.Allowed = false
+			c.d.RetryAfter = time.Duration(math.Ceil((1 - c.d.Remaining) / r * float64(time.Second)))
+		}
 	}
 	return nil
 }

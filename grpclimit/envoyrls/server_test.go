@@ -60,6 +60,58 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// A descriptor's hits_addend of 0 takes nothing, but answers OVER_LIMIT
+// when a cost of 1 would be denied: a look at an empty bucket is no way
+// past it.
+func TestZeroHitsOnAnEmptyBucket(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	look := desc("user", "z")
+	look.HitsAddend = wrapperspb.UInt64(0)
+	if got := r.admits(t, 10, "api", desc("user", "z")); got != 10 {
+		t.Fatalf("%d of 10 admitted", got)
+	}
+	resp := r.ask(t, "api", look)
+	st := resp.Statuses[0]
+	if resp.OverallCode != over || st.Code != over || st.LimitRemaining != 0 {
+		t.Errorf("a look at an empty bucket: %v, want OVER_LIMIT", resp)
+	}
+	// One token comes in 100 ms at 10 a second.
+	if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > 100*time.Millisecond {
+		t.Errorf("duration_until_reset %v, want the wait for one token (100 ms)", d)
+	}
+	// With a denied look beside it, the other descriptor keeps its tokens.
+	if resp := r.ask(t, "api", look, desc("tenant", "t")); resp.OverallCode != over || resp.Statuses[1].LimitRemaining != 15 {
+		t.Errorf("a denied look beside a bucket of 15: %v, want OVER_LIMIT and 15 left", resp)
+	}
+	r.clock.advance(100 * time.Millisecond)
+	if resp := r.ask(t, "api", look); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("a look at one token: %v, want OK and the token still there", resp)
+	}
+	if got := r.admits(t, 2, "api", desc("user", "z")); got != 1 {
+		t.Errorf("after the looks, %d of 2 admitted, want 1 (the looks took nothing)", got)
+	}
+}
+
+// A hits_addend far above any burst is denied and counted as one more
+// than the largest burst, so that the hit counters cannot wrap.
+func TestHugeHitsAddendCannotWrapCounters(t *testing.T) {
+	r := startRLS(t, Options{}, perUser)
+	d := desc("user", "h")
+	d.HitsAddend = wrapperspb.UInt64(1 << 63)
+	for range 3 {
+		if resp := r.ask(t, "api", d); resp.OverallCode != over {
+			t.Fatalf("hits_addend 2^63: %v, want OVER_LIMIT", resp)
+		}
+	}
+	s := statOf(t, r, "api.user")
+	if s.TotalHits != 3*(1e9+1) || s.OverLimit != 3*(1e9+1) {
+		t.Errorf("counters %+v, want 3 × %d hits, all over", s, uint64(1e9+1))
+	}
+	if got := r.admits(t, 11, "api", desc("user", "h")); got != 10 {
+		t.Errorf("after them, %d of 11 admitted, want 10 (nothing was taken)", got)
+	}
+}
+
 // A limit carried by the request has buckets apart from the configured
 // limit's, shared by requests with the same override.
 func TestLimitOverride(t *testing.T) {
@@ -79,17 +131,128 @@ func TestLimitOverride(t *testing.T) {
 	if l := resp.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 3 || l.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
 		t.Errorf("current_limit %v, want the override", l)
 	}
-	// Overrides apply in an unknown domain too, and to descriptors that
-	// match no configured limit.
-	if got := r.admits(t, 3, "elsewhere", withLimit(2, typev3.RateLimitUnit_HOUR)); got != 2 {
-		t.Errorf("override in an unknown domain: %d admitted, want 2", got)
+	// Overrides apply to descriptors that match no configured limit, but
+	// not in an unknown domain, as in the reference.
+	other := withLimit(2, typev3.RateLimitUnit_HOUR)
+	other.Entries[0].Key = "nothing"
+	if got := r.admits(t, 3, "api", other); got != 2 {
+		t.Errorf("override on a descriptor with no configured limit: %d admitted, want 2", got)
 	}
-	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{withLimit(7, typev3.RateLimitUnit_DAY)}})
-	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxOverrides = 2") {
-		t.Errorf("a third distinct override with MaxOverrides 2: %v", err)
+	if got := r.admits(t, 3, "elsewhere", withLimit(2, typev3.RateLimitUnit_HOUR)); got != 3 {
+		t.Errorf("override in an unknown domain: %d admitted, want 3 (ignored)", got)
+	}
+	// No room for a third: OVER_LIMIT, not an error, which Envoy would
+	// take as a reason to let the request through.
+	if resp := r.ask(t, "api", withLimit(7, typev3.RateLimitUnit_DAY)); resp.OverallCode != over {
+		t.Errorf("a third distinct override with MaxOverrides 2: %v, want OVER_LIMIT", resp)
 	}
 	if got := r.admits(t, 1, "api", withLimit(0, typev3.RateLimitUnit_DAY)); got != 0 {
 		t.Error("an override of 0 requests denies")
+	}
+}
+
+// Request-carried limits are bounded per domain, and room is made only by
+// unbinding an override whose buckets are full again (after its unit): the
+// least recently used when a new one needs room, any after OverrideIdle.
+func TestOverridesBoundedPerDomain(t *testing.T) {
+	r := startRLS(t, Options{MaxOverrides: 4}, perUser, "domain: web\ndescriptors:\n  - key: page\n    rate_limit: {unit: second, requests_per_unit: 5}\n")
+	withLimit := func(n uint32, unit typev3.RateLimitUnit) *common.RateLimitDescriptor {
+		d := desc("user", "a")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: unit}
+		return d
+	}
+	perMin := func(n uint32) *common.RateLimitDescriptor { return withLimit(n, typev3.RateLimitUnit_MINUTE) }
+	code := func(domain string, d *common.RateLimitDescriptor) pb.RateLimitResponse_Code {
+		return r.ask(t, domain, d).OverallCode
+	}
+	want := func(what string, got OverrideStats, bound int, evicted, refused uint64) {
+		t.Helper()
+		if got.Bound != bound || got.Evicted != evicted || got.Refused != refused {
+			t.Errorf("%s: %+v, want %d bound, %d evicted, %d refused", what, got, bound, evicted, refused)
+		}
+	}
+	// Two domains: two overrides each.
+	code("api", perMin(3)) // t=0
+	r.clock.advance(10 * time.Second)
+	code("api", perMin(4)) // t=10
+	r.clock.advance(20 * time.Second)
+	resp := r.ask(t, "api", perMin(5)) // t=30: 3/min is full at 61
+	if resp.OverallCode != over || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 {
+		t.Errorf("a third override in api: %v, want OVER_LIMIT for 5/min", resp)
+	}
+	if d := resp.Statuses[0].DurationUntilReset.AsDuration(); d != 31*time.Second {
+		t.Errorf("duration_until_reset %v, want 31s (until 3/min's buckets are full)", d)
+	}
+	want("api full", r.srv.OverrideStats(), 2, 0, 1)
+	if code("web", perMin(3)) != ok || code("web", perMin(4)) != ok {
+		t.Error("api's overrides took web's room")
+	}
+	if code("elsewhere", perMin(9)) != ok {
+		t.Error("an override in an unknown domain is ignored")
+	}
+	want("both full", r.srv.OverrideStats(), 4, 0, 1)
+	r.clock.advance(31 * time.Second) // t=61
+	if code("api", perMin(5)) != ok {
+		t.Error("5/min once 3/min's buckets are full: not bound")
+	}
+	want("3/min evicted", r.srv.OverrideStats(), 4, 1, 1)
+	if code("api", perMin(3)) != over {
+		t.Error("3/min again at t=61: bound, though 4/min's buckets fill at 71")
+	}
+	r.clock.advance(10 * time.Second) // t=71
+	if code("api", perMin(3)) != ok {
+		t.Error("3/min at t=71: not bound")
+	}
+	want("4/min evicted", r.srv.OverrideStats(), 4, 2, 2)
+	// One a day is not unbound before a day, idle or not; it took 5/min's
+	// room, and 11 minutes idle unbind the other three.
+	r.clock.advance(61 * time.Second)
+	code("api", withLimit(1, typev3.RateLimitUnit_DAY))
+	r.clock.advance(11 * time.Minute)
+	r.ask(t, "api", desc("user", "b"))
+	want("idle 11 min", r.srv.OverrideStats(), 1, 6, 2)
+	if code("api", withLimit(1, typev3.RateLimitUnit_DAY)) != over {
+		t.Error("1/day was unbound before its bucket was full: its request passed again")
+	}
+}
+
+// A reload that adds a domain shrinks every share: the new domain's
+// overrides take room from a domain over its share, once that room's
+// buckets are full.
+func TestOverridesAfterReloadAddsADomain(t *testing.T) {
+	r := startRLS(t, Options{MaxOverrides: 4}, perUser)
+	perMin := func(n uint32) *common.RateLimitDescriptor {
+		d := desc("user", "a")
+		d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
+		return d
+	}
+	for n := range uint32(4) {
+		if r.ask(t, "api", perMin(n+1)).OverallCode != ok {
+			t.Fatalf("override %d/min in api, alone: not bound", n+1)
+		}
+		r.clock.advance(time.Second)
+	}
+	api, _ := ParseDomain("api.yaml", []byte(perUser))
+	web, _ := ParseDomain("web.yaml", []byte("domain: web\ndescriptors:\n  - key: page\n    rate_limit: {unit: second, requests_per_unit: 5}\n"))
+	cfg, err := NewConfig(api, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.srv.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.ask(t, "web", perMin(9)); resp.OverallCode != over || resp.Statuses[0].DurationUntilReset.AsDuration() != 57*time.Second {
+		t.Errorf("web's first override, api holding all 4 (not full): %v, want OVER_LIMIT in 57s", resp)
+	}
+	r.clock.advance(58 * time.Second) // api's first two are full
+	if r.ask(t, "web", perMin(9)).OverallCode != ok || r.ask(t, "web", perMin(8)).OverallCode != ok {
+		t.Error("web's two overrides once api's oldest are full: not bound")
+	}
+	if got := r.srv.OverrideStats(); got.Bound != 4 || got.Evicted != 2 {
+		t.Errorf("%+v, want 4 bound, 2 of api's evicted", got)
+	}
+	if r.ask(t, "web", perMin(7)).OverallCode != over {
+		t.Error("a third in web, at its share of 2: bound")
 	}
 }
 
@@ -158,6 +321,49 @@ func TestResponseHeaders(t *testing.T) {
 	}
 	if h["Retry-After"] != "1" || h["Ratelimit"] != `"api.user";r=0;t=1` {
 		t.Errorf("denied: %v", h)
+	}
+}
+
+// A denial that can never pass (a limit of 0 requests, a cost above the
+// burst) carries no Retry-After, which would send the client back for
+// nothing, and its reason says so; a denial that will pass carries both.
+func TestHeadersOfDenialsThatNeverPass(t *testing.T) {
+	r := startRLS(t, Options{Headers: true}, perUser, `
+domain: zero
+descriptors:
+  - key: remote_address
+    value: 203.0.113.9
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 5}
+`)
+	headers := func(resp *pb.RateLimitResponse) map[string]string {
+		h := map[string]string{}
+		for _, v := range resp.ResponseHeadersToAdd {
+			h[v.Key] = v.Value
+		}
+		return h
+	}
+	big := desc("user", "b")
+	big.HitsAddend = wrapperspb.UInt64(6)
+	for _, c := range []struct {
+		name  string
+		descs []*common.RateLimitDescriptor
+	}{
+		{"requests_per_unit 0", []*common.RateLimitDescriptor{desc("remote_address", "203.0.113.9")}},
+		{"requests_per_unit 0 beside a bucket", []*common.RateLimitDescriptor{desc("remote_address", "203.0.113.9"), desc("user", "u")}},
+		{"a cost of 6 over a burst of 5", []*common.RateLimitDescriptor{big}},
+	} {
+		resp := r.ask(t, "zero", c.descs...)
+		h := headers(resp)
+		if resp.OverallCode != over || h["Retry-After"] != "" || h["X-Faucet-Reason"] != "cost_exceeds_burst" {
+			t.Errorf("%s: %v, headers %v; want OVER_LIMIT, no Retry-After, reason cost_exceeds_burst", c.name, resp.OverallCode, h)
+		}
+	}
+	r.admits(t, 5, "zero", desc("user", "u"))
+	h := headers(r.ask(t, "zero", desc("user", "u")))
+	if h["Retry-After"] == "" || h["X-Faucet-Reason"] != "token_bucket_exceeded" {
+		t.Errorf("an empty bucket: %v, want Retry-After and reason token_bucket_exceeded", h)
 	}
 }
 

@@ -1,6 +1,8 @@
 package envoyrls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"sync/atomic"
 
@@ -14,9 +16,13 @@ import (
 type Stat struct {
 	// Key is "DOMAIN.KEY_VALUE…": the domain, then each level's composite
 	// key as the limit's configuration names it (with detailed_metric or
-	// value_to_metric, as the request's values name it).
+	// value_to_metric, as the request's values name it; a key or value
+	// from the request longer than 64 bytes by its digest, "sha256-" and
+	// 16 hex digits, and the levels past 512 bytes as one level, by the
+	// digest of their text).
 	Key string
-	// Domain and Levels are Key split at the domain and at each level.
+	// Domain and Levels are Key's domain and levels, each level whole
+	// (a value's dots are not level separators).
 	Domain string
 	Levels []string
 	// TotalHits counts every hit; OverLimit those of requests the limit
@@ -47,17 +53,34 @@ func newStats(max int) *stats {
 	return &stats{keys: xsync.NewMapOf[string, *statCounters](), max: max}
 }
 
+// metricKey is a metric key as its levels, the domain apart.
+type metricKey []string
+
+// key is the key: the domain and the levels, joined by dots.
+func (k metricKey) key(domain string) string {
+	return domain + "." + strings.Join(k, ".")
+}
+
 // of returns the counters of key, or of fallback if key is new and the
 // table is full.
-func (st *stats) of(domain, key, fallback string) *statCounters {
-	if c, ok := st.keys.Load(key); ok {
+func (st *stats) of(domain string, key, fallback metricKey) *statCounters {
+	name := key.key(domain)
+	if c, ok := st.keys.Load(name); ok {
 		return c
 	}
-	if key != fallback && st.size.Load() >= int64(st.max) {
-		key = fallback
+	if st.size.Load() >= int64(st.max) {
+		if fb := fallback.key(domain); fb != name {
+			name, key = fb, fallback
+		}
 	}
-	c, loaded := st.keys.LoadOrCompute(key, func() *statCounters {
-		levels := strings.Split(strings.TrimPrefix(key, domain+"."), ".")
+	c, loaded := st.keys.LoadOrCompute(name, func() *statCounters {
+		// The levels are slices of the stored name, which holds them all.
+		levels := make([]string, len(key))
+		at := len(domain) + 1
+		for i, l := range key {
+			levels[i] = name[at : at+len(l)]
+			at += len(l) + 1
+		}
 		return &statCounters{domain: domain, levels: levels}
 	})
 	if !loaded {
@@ -84,20 +107,20 @@ func (s *Server) Stats() []Stat { return s.stats.snapshot() }
 // count adds the outcome of check c, of a descriptor with entries, to its
 // metric key's counters.
 func (s *Server) count(domain string, entries []*common.RateLimitDescriptor_Entry, c *check) {
-	if c.kind != kindBucket && c.kind != kindZero {
+	if c.kind != kindBucket && c.kind != kindZero && c.kind != kindNoRoom {
 		return
 	}
-	var key, fallback string
+	var key, fallback metricKey
 	switch {
 	case c.limit == nil:
-		key = valuesKey(domain, entries, nil)
-		fallback = domain + "." + c.ovName
+		key = valuesKey(entries, nil, true)
+		fallback = metricKey{c.ovName}
 	case c.limit.Detailed:
-		key, fallback = valuesKey(domain, entries, c.shared), c.limit.Path
+		key, fallback = valuesKey(entries, c.shared, false), c.limit.levels
 	case c.limit.valuesInMetric:
-		key, fallback = c.dom.valueMetricKey(entries), c.limit.Path
+		key, fallback = c.dom.valueMetricKey(entries), c.limit.levels
 	default:
-		key, fallback = c.limit.Path, c.limit.Path
+		key, fallback = c.limit.levels, c.limit.levels
 	}
 	sc := s.stats.of(domain, key, fallback)
 	n := uint64(c.cost)
@@ -116,22 +139,53 @@ func (s *Server) count(domain string, entries []*common.RateLimitDescriptor_Entr
 	}
 }
 
-// valuesKey is the metric key naming each entry's key and value (or the
-// share_threshold pattern it counts under), as detailed_metric asks.
-func valuesKey(domain string, entries []*common.RateLimitDescriptor_Entry, shared []string) string {
-	var b strings.Builder
-	b.WriteString(domain)
-	for i, e := range entries {
-		b.WriteByte('.')
-		b.WriteString(e.GetKey())
-		b.WriteByte('_')
-		if shared != nil && shared[i] != "" {
-			b.WriteString(shared[i])
-		} else {
-			b.WriteString(e.GetValue())
+// maxMetricPart bounds a request's key or value in a metric key: a longer
+// one is named by its digest, so that the table of metric keys and a
+// scrape of it stay small whatever the requests carry.
+const maxMetricPart = 64
+
+// maxMetricKey bounds the levels of a metric key built from a request's
+// entries: past it, the rest is one level, named by its digest.
+const maxMetricKey = 512
+
+// bounded is k with the levels past maxMetricKey bytes joined into one,
+// named by their digest.
+func (k metricKey) bounded() metricKey {
+	n := 0
+	for i, l := range k {
+		if n += len(l) + 1; n > maxMetricKey {
+			return append(k[:i:i], metricPart(strings.Join(k[i:], ".")))
 		}
 	}
-	return b.String()
+	return k
+}
+
+// metricPart is a request's key or value as a metric key names it.
+func metricPart(v string) string {
+	if len(v) <= maxMetricPart {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256-" + hex.EncodeToString(sum[:8])
+}
+
+// valuesKey is the metric key naming each entry's key and value (or the
+// share_threshold pattern it counts under), as detailed_metric asks; keys
+// are the configuration's unless requestKeys (a request-carried limit).
+func valuesKey(entries []*common.RateLimitDescriptor_Entry, shared []string, requestKeys bool) metricKey {
+	k := make(metricKey, len(entries))
+	for i, e := range entries {
+		key := e.GetKey()
+		if requestKeys {
+			key = metricPart(key)
+		}
+		if shared != nil && shared[i] != "" {
+			k[i] = key + "_" + shared[i]
+		} else {
+			k[i] = key + "_" + metricPart(e.GetValue())
+		}
+	}
+	return k.bounded()
 }
 
 // valueMetricKey is the metric key of a descriptor whose path has
@@ -139,27 +193,25 @@ func valuesKey(domain string, entries []*common.RateLimitDescriptor_Entry, share
 // a level with value_to_metric matched by its key alone or by a wildcard
 // names the request's value (a share_threshold wildcard names its
 // pattern, which all its matches count under).
-func (d *Domain) valueMetricKey(entries []*common.RateLimitDescriptor_Entry) string {
-	var b strings.Builder
-	b.WriteString(d.Name)
+func (d *Domain) valueMetricKey(entries []*common.RateLimitDescriptor_Entry) metricKey {
+	k := make(metricKey, 0, len(entries))
 	level := &d.root
 	for _, e := range entries {
 		next, how := level.step(e)
 		if next == nil {
 			break
 		}
-		b.WriteByte('.')
 		switch {
 		case how == byValue:
-			b.WriteString(next.composite)
+			k = append(k, next.composite)
 		case how == byWildcard && next.shared != "":
-			b.WriteString(e.GetKey() + "_" + next.shared)
+			k = append(k, e.GetKey()+"_"+next.shared)
 		case next.valueToMetric:
-			b.WriteString(e.GetKey() + "_" + e.GetValue())
+			k = append(k, e.GetKey()+"_"+metricPart(e.GetValue()))
 		default:
-			b.WriteString(next.composite)
+			k = append(k, next.composite)
 		}
 		level = next
 	}
-	return b.String()
+	return k.bounded()
 }

@@ -1,9 +1,15 @@
 package envoyrls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 )
 
 func statOf(t *testing.T, r *rls, key string) Stat {
@@ -112,5 +118,93 @@ descriptors:
 	// The base key and four values fit; the other 96 count under the base.
 	if s := statOf(t, r, "d.user"); s.TotalHits != 96 {
 		t.Errorf("base key: %+v, want 96 hits", s)
+	}
+}
+
+// A level is whole: a value's dots (an IPv4 address) are not level
+// separators, in the counters Levels that the metric labels come from.
+func TestStatsLevelsKeepValuesWhole(t *testing.T) {
+	r := startRLS(t, Options{}, `
+domain: edge
+descriptors:
+  - key: remote_address
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: host
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - key: a.b
+    value: c.d
+    rate_limit: {unit: second, requests_per_unit: 10}
+`)
+	r.ask(t, "edge", desc("remote_address", "203.0.113.9"))
+	r.ask(t, "edge", desc("route", "v1.api", "host", "x.example"))
+	r.ask(t, "edge", desc("a.b", "c.d"))
+	for key, levels := range map[string][]string{
+		"edge.remote_address_203.0.113.9": {"remote_address_203.0.113.9"},
+		"edge.route_v1.api.host":          {"route_v1.api", "host"},
+		"edge.a.b_c.d":                    {"a.b_c.d"},
+		"edge.remote_address":             {"remote_address"},
+	} {
+		if s := statOf(t, r, key); !slices.Equal(s.Levels, levels) || s.Domain != "edge" {
+			t.Errorf("%s: domain %q, levels %q, want %q", key, s.Domain, s.Levels, levels)
+		}
+	}
+}
+
+// A request value over 64 bytes is named by a digest in the metric keys,
+// so that 500 values of 4 KB hold a few tens of KB of keys, not 2 MB,
+// while distinct values still count apart.
+func TestStatsKeysBoundLongValues(t *testing.T) {
+	r := startRLS(t, Options{}, `
+domain: d
+descriptors:
+  - key: user
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 10}
+`)
+	long := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("v", 4000) }
+	for i := range 500 {
+		r.ask(t, "d", desc("user", long(i)))
+	}
+	r.ask(t, "d", desc("user", long(0)))
+	bytes := 0
+	for _, s := range r.srv.Stats() {
+		bytes += len(s.Key)
+		if len(s.Key) > 100 {
+			t.Fatalf("a key of %d bytes: %.100s…", len(s.Key), s.Key)
+		}
+	}
+	if n := len(r.srv.Stats()); n != 501 {
+		t.Errorf("%d metric keys, want 501 (the base key and 500 values)", n)
+	}
+	if bytes > 20_000 {
+		t.Errorf("the metric keys hold %d bytes, want under 20 KB", bytes)
+	}
+	sum := sha256.Sum256([]byte(long(0)))
+	if s := statOf(t, r, "d.user_sha256-"+hex.EncodeToString(sum[:8])); s.TotalHits != 2 || !slices.Equal(s.Levels, []string{"user_sha256-" + hex.EncodeToString(sum[:8])}) {
+		t.Errorf("the digest of the first value: %+v, want 2 hits", s)
+	}
+	// A value of exactly 64 bytes is kept.
+	v64 := strings.Repeat("w", 64)
+	r.ask(t, "d", desc("user", v64))
+	statOf(t, r, "d.user_"+v64)
+	// A request-carried limit names every entry: 32 of 64-byte keys and
+	// values are 4 KB, bounded at 512 bytes by a digest of the rest.
+	var kv []string
+	for i := range 32 {
+		kv = append(kv, fmt.Sprintf("%064d", i), v64)
+	}
+	d := desc(kv...)
+	d.Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_SECOND}
+	r.ask(t, "d", d)
+	for _, s := range r.srv.Stats() {
+		if len(s.Levels) > 1 {
+			if len(s.Key) > 600 || len(s.Levels) != 4 || !strings.HasPrefix(s.Levels[3], "sha256-") {
+				t.Errorf("32 entries of 129 bytes: a key of %d bytes, levels %.200q", len(s.Key), s.Levels)
+			}
+		}
 	}
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// rlsHourly limits each client to 5 requests an hour.
+const rlsHourly = `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`
+
+// A descriptor whose hits_addend is 0 looks without taking; at a drained
+// bucket it must still be told OVER_LIMIT, or every request carrying it
+// passes.
+func TestAttackRLSZeroHits(t *testing.T) {
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 5 {
+		if resp, err := client.ShouldRateLimit(ctx, edgeRequest("198.51.100.7")); err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+			t.Fatalf("draining the bucket: %v, %v", resp, err)
+		}
+	}
+	req := edgeRequest("198.51.100.7")
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(0)
+	passed := 0
+	for range 10 {
+		resp, err := client.ShouldRateLimit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlspb.RateLimitResponse_OK {
+			passed++
+		}
+	}
+	if passed != 0 {
+		t.Errorf("%d of 10 zero-hit requests passed a drained 5/hour bucket, want 0", passed)
+	}
+	// Nor can a huge hits_addend wrap anything: it is simply over.
+	req.Descriptors[0].HitsAddend = wrapperspb.UInt64(1 << 63)
+	resp, err := client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{req.Descriptors[0]}})
+	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("hits_addend 2^63: %v, %v, want OVER_LIMIT", resp, err)
+	}
+}
+
+// Metric keys name request values with detailed_metric: an address keeps
+// its dots inside one level, and values of 4 KB cannot make the key table
+// or a scrape of it large.
+func TestAttackRLSMetricValues(t *testing.T) {
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": `
+domain: edge
+descriptors:
+  - key: remote_address
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := client.ShouldRateLimit(ctx, edgeRequest("203.0.113.9")); err != nil {
+		t.Fatal(err)
+	}
+	want := `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_203.0.113.9",key2=""} 1`
+	if _, body := get(t, p.adminURL("/metrics")); !strings.Contains(body, want) {
+		t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "total_hits"))
+	}
+	heap := metric(t, p, "go_memstats_heap_inuse_bytes")
+	for i := range 500 {
+		if _, err := client.ShouldRateLimit(ctx, edgeRequest(fmt.Sprintf("%04d", i)+strings.Repeat("v", 4000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := metric(t, p, "go_memstats_heap_inuse_bytes") - heap
+	_, body := get(t, p.adminURL("/metrics"))
+	t.Logf("500 values of 4 KB: heap in use grew %.1f MB; a scrape is %d bytes", grown/1e6, len(body))
+	if grown > 16e6 {
+		t.Errorf("500 values of 4 KB grew the heap in use by %.1f MB, want under 16", grown/1e6)
+	}
+	if len(body) > 1<<20 {
+		t.Errorf("after 500 values of 4 KB, a scrape is %d bytes, want under 1 MiB", len(body))
+	}
+	if n := strings.Count(body, `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_sha256-`); n != 500 {
+		t.Errorf("%d metric keys name a digest, want 500", n)
+	}
+}
+
+// One caller sending 70 distinct request-carried limits cannot take every
+// override slot: its domain has its share, the rest are OVER_LIMIT (not
+// an error, on which Envoy lets requests through), and another domain's
+// new override still binds.
+func TestAttackRLSOverrideFlood(t *testing.T) {
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly,
+		"api.yaml": "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10}\n"})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	withLimit := func(domain string, n uint32) *rlspb.RateLimitRequest {
+		req := edgeRequest("198.51.100.7")
+		req.Domain = domain
+		req.Descriptors[0].Limit = &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_HOUR}
+		return req
+	}
+	var errs, okays, overs int
+	var firstErr error
+	for i := range 70 {
+		resp, err := client.ShouldRateLimit(ctx, withLimit("edge", uint32(100+i)))
+		switch {
+		case err != nil:
+			errs++
+			if firstErr == nil {
+				firstErr = err
+			}
+		case resp.OverallCode == rlspb.RateLimitResponse_OK:
+			okays++
+		default:
+			overs++
+		}
+	}
+	t.Logf("70 distinct overrides in one domain: %d OK, %d OVER_LIMIT, %d errors (first: %v)", okays, overs, errs, firstErr)
+	if errs != 0 || okays != 32 || overs != 38 {
+		t.Errorf("70 distinct overrides: %d OK, %d OVER_LIMIT, %d errors; want 32 (edge's half of 64), 38, 0", okays, overs, errs)
+	}
+	resp, err := client.ShouldRateLimit(ctx, withLimit("api", 7))
+	if err != nil || resp.OverallCode != rlspb.RateLimitResponse_OK {
+		t.Fatalf("a new override in another domain after the flood: %v, %v; want OK", resp, err)
+	}
+	for sample, want := range map[string]float64{"faucet_rls_overrides": 33, "faucet_rls_overrides_refused_total": 38, "faucet_rls_overrides_evicted_total": 0} {
+		if got := metric(t, p, sample); got != want {
+			t.Errorf("%s %v, want %v", sample, got, want)
+		}
+	}
+}
