@@ -577,6 +577,11 @@ func (s *server) run() int {
 			for _, l := range lns {
 				l.ln.Close()
 			}
+		} else {
+			if s.rls.conns != nil {
+				s.metrics.watchConns("rls", s.rls.conns)
+			}
+			s.metrics.watchRLSCalls(&s.rls.calls, &s.rls.refused)
 		}
 	}
 	if err != nil {
