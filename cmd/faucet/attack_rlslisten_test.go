@@ -165,3 +165,34 @@ func TestAttackRLSConnectionFlood(t *testing.T) {
 		t.Errorf("a real client during the flood: %v", err)
 	}
 }
+
+// The stream and call caps take a range, and only with --rls.
+func TestRLSCapFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--rls-max-streams", "0"}, "--rls-max-streams: must be from 1 to 10000, got 0"},
+		{[]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--rls-max-calls", "-5"}, "--rls-max-calls: must be from 1 to 1000000, got -5"},
+		{[]string{"--rls-max-calls", "5"}, "--rls-max-streams, --rls-max-calls: only mean something with --rls"},
+	} {
+		code, _, errs := runArgs(append([]string{"serve", "--validate"}, tt.args...)...)
+		if code != 2 || !strings.Contains(errs, tt.msg) {
+			t.Errorf("faucet serve %q: exit %d, %q; want exit 2 and %q", tt.args, code, errs, tt.msg)
+		}
+	}
+}
+
+// The default connection cap leaves descriptors beyond the client
+// connections and their upstream ones.
+func TestDefaultMaxConnsLeavesAReserve(t *testing.T) {
+	n, ok := openFileLimit()
+	if !ok {
+		t.Skip("no open-file limit")
+	}
+	got := uint64(defaultMaxConns())
+	if got != maxConnsCeiling && 2*got+min(fdReserve, n/4) > n {
+		t.Errorf("defaultMaxConns %d with %d descriptors: twice it and the reserve exceed the limit", got, n)
+	}
+}

@@ -85,7 +85,8 @@ No client holds a connection for long: a request's header must arrive
 within --read-header-timeout, the whole request within --read-timeout, its
 response within --write-timeout; a keep-alive connection closes after
 --idle-timeout without a request. At --max-conns connections a new client
-takes the place of one that is idle. An upstream that does not answer within
+takes the place of one that is idle; no request in flight is dropped, and
+a client that finds no place gets 503. An upstream that does not answer within
 --upstream-timeout gets 504, any other upstream failure 502, each with an
 application/problem+json body.
 
