@@ -20,11 +20,11 @@ import (
 
 const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
-// silentCalls opens one connection to addr and starts n calls of
-// ShouldRateLimit on it that never send their request message, as fast as
-// it can write them. The connection stays open until the test ends; what
+// silentCalls opens one connection to addr and starts n calls of method
+// on it that never send their request message, as fast as it can write
+// them. The connection stays open until the test ends; what
 // the server sends is read and dropped.
-func silentCalls(t *testing.T, addr string, n int) net.Conn {
+func silentCalls(t *testing.T, addr, method string, n int) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
@@ -41,7 +41,7 @@ func silentCalls(t *testing.T, addr string, n int) net.Conn {
 	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimit},
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method},
 		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
@@ -66,16 +66,18 @@ func goroutines(t *testing.T, p *proc) float64 {
 }
 
 // One connection starting 20,000 calls that never send their message holds
-// at most --rls-max-streams (100) of them, and those end at --read-timeout.
-// Without the bounds each held a goroutine until the connection closed:
-// 20,000 goroutines.
+// at most --rls-max-streams (100) of them, and those end at --read-timeout,
+// as do streams (health Watch) whose first message does not come. Without
+// the bounds each held a goroutine until the connection closed: 20,000
+// goroutines.
 func TestAttackRLSSilentStreams(t *testing.T) {
 	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--read-timeout", "2s", "--read-header-timeout", "1s")
 	base := goroutines(t, p)
-	silentCalls(t, addr, 20_000)
+	silentCalls(t, addr, shouldRateLimit, 20_000)
+	silentCalls(t, addr, "/grpc.health.v1.Health/Watch", 100)
 	time.Sleep(300 * time.Millisecond) // let the server read the last frames
 	if n := goroutines(t, p); n > base+500 {
-		t.Errorf("%v goroutines with 20,000 silent calls on one connection, %v before: want at most --rls-max-streams more", n, base)
+		t.Errorf("%v goroutines with 20,000 silent calls on one connection and 100 on another, %v before: want at most twice --rls-max-streams more", n, base)
 	}
 	// The calls admitted end at --read-timeout; the connection stays.
 	deadline := time.Now().Add(10 * time.Second)
@@ -111,7 +113,7 @@ func TestAttackRLSMemoryAtTheStreamCap(t *testing.T) {
 	pid := p.cmd.Process.Pid
 	base := goroutines(t, p) // a scrape first, so its own memory is in the baseline
 	before := rssKiB(t, pid)
-	silentCalls(t, addr, 100)
+	silentCalls(t, addr, shouldRateLimit, 100)
 	for deadline := time.Now().Add(10 * time.Second); goroutines(t, p) < base+100; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the 100 calls did not start within 10 s: %v goroutines, %v before", goroutines(t, p), base)

@@ -236,7 +236,7 @@ func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store,
 	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage),
 		grpc.ConnectionTimeout(h.readHeaderTimeout),
 		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
-		grpc.InTapHandle(r.tap),
+		grpc.InTapHandle(r.tap), grpc.StreamInterceptor(firstMessage),
 		grpc.MaxHeaderListSize(uint32(h.maxHeaderBytes)),
 		grpc.InitialWindowSize(rlsWindow), grpc.InitialConnWindowSize(rlsWindow),
 		grpc.ReadBufferSize(rlsBuffer), grpc.WriteBufferSize(rlsBuffer),
@@ -285,8 +285,9 @@ func (r *rlsService) listen() error {
 }
 
 // tap sees every call before gRPC starts a goroutine for it: it refuses
-// one beyond --rls-max-calls, bounds a unary one at --read-timeout, and
-// keeps its connection busy for the connection cap while it is in flight.
+// one beyond --rls-max-calls, bounds a unary one at --read-timeout and a
+// stream's wait for its first message likewise, and keeps its connection
+// busy for the connection cap while it is in flight.
 // It runs with the connection's transport locked, so it does little.
 func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if r.calls.Add(1) > int64(r.flags.maxCalls) {
@@ -300,18 +301,54 @@ func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, 
 			conn = r.conns.Begin(p.Addr)
 		}
 	}
-	call := ctx
-	cancel := context.CancelFunc(func() {})
+	var call context.Context
+	var cancel context.CancelFunc
+	stop := func() bool { return false }
 	if r.unary[info.FullMethodName] {
 		call, cancel = context.WithTimeout(ctx, r.http.readTimeout)
+	} else {
+		// A stream (health Watch, reflection) may last: only its first
+		// message is bounded (see firstMessage).
+		call, cancel = context.WithCancel(ctx)
+		t := time.AfterFunc(r.http.readTimeout, cancel)
+		stop = t.Stop
+		call = context.WithValue(call, firstMessageKey{}, t)
 	}
 	// gRPC cancels ctx when the call ends, however it ends.
 	context.AfterFunc(ctx, func() {
+		stop()
 		cancel()
 		conn.End()
 		r.calls.Add(-1)
 	})
 	return call, nil
+}
+
+// firstMessageKey keys the timer that ends a stream whose first message
+// does not come within --read-timeout.
+type firstMessageKey struct{}
+
+// firstMessage is the stream interceptor that stops a stream's timer (see
+// tap) once its first message has come.
+func firstMessage(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if t, ok := ss.Context().Value(firstMessageKey{}).(*time.Timer); ok {
+		ss = &firstMessageStream{ServerStream: ss, timer: t}
+	}
+	return handler(srv, ss)
+}
+
+type firstMessageStream struct {
+	grpc.ServerStream
+	timer *time.Timer // nil once stopped
+}
+
+func (s *firstMessageStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	return err
 }
 
 func (r *rlsService) serve(served chan<- error) {
