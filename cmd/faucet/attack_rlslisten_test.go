@@ -75,9 +75,21 @@ func TestAttackRLSSilentStreams(t *testing.T) {
 	base := goroutines(t, p)
 	silentCalls(t, addr, shouldRateLimit, 20_000)
 	silentCalls(t, addr, "/grpc.health.v1.Health/Watch", 100)
-	time.Sleep(300 * time.Millisecond) // let the server read the last frames
-	if n := goroutines(t, p); n > base+500 {
-		t.Errorf("%v goroutines with 20,000 silent calls on one connection and 100 on another, %v before: want at most twice --rls-max-streams more", n, base)
+	// Wait for the server to hold the calls it admits (200), then watch
+	// for more.
+	peak := 0.0
+	for deadline := time.Now().Add(10 * time.Second); peak < base+200; time.Sleep(50 * time.Millisecond) {
+		peak = max(peak, goroutines(t, p))
+		if time.Now().After(deadline) {
+			t.Fatalf("%v goroutines 10 s after the silent calls began, %v before: the calls did not start", peak, base)
+		}
+	}
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		peak = max(peak, goroutines(t, p))
+	}
+	if peak > base+500 {
+		t.Errorf("%v goroutines with 20,000 silent calls on one connection and 100 on another, %v before: want at most twice --rls-max-streams more", peak, base)
 	}
 	// The calls admitted end at --read-timeout; the connection stays.
 	deadline := time.Now().Add(10 * time.Second)

@@ -236,7 +236,7 @@ func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store,
 	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage),
 		grpc.ConnectionTimeout(h.readHeaderTimeout),
 		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
-		grpc.InTapHandle(r.tap), grpc.StreamInterceptor(firstMessage),
+		grpc.InTapHandle(r.tap), grpc.UnaryInterceptor(unaryEnded), grpc.StreamInterceptor(streamEnded),
 		grpc.MaxHeaderListSize(uint32(h.maxHeaderBytes)),
 		grpc.InitialWindowSize(rlsWindow), grpc.InitialConnWindowSize(rlsWindow),
 		grpc.ReadBufferSize(rlsBuffer), grpc.WriteBufferSize(rlsBuffer),
@@ -295,46 +295,73 @@ func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		r.refused.Add(1)
 		return nil, errTooManyCalls
 	}
-	var conn *conncap.Conn
+	c := &rlsCall{r: r}
 	if r.conns != nil {
 		if p, ok := peer.FromContext(ctx); ok {
-			conn = r.conns.Begin(p.Addr)
+			c.conn = r.conns.Begin(p.Addr)
 		}
 	}
 	var call context.Context
-	var cancel context.CancelFunc
-	stop := func() bool { return false }
 	if r.unary[info.FullMethodName] {
-		call, cancel = context.WithTimeout(ctx, r.http.readTimeout)
+		call, c.cancel = context.WithTimeout(ctx, r.http.readTimeout)
 	} else {
 		// A stream (health Watch, reflection) may last: only its first
-		// message is bounded (see firstMessage).
-		call, cancel = context.WithCancel(ctx)
-		t := time.AfterFunc(r.http.readTimeout, cancel)
-		stop = t.Stop
-		call = context.WithValue(call, firstMessageKey{}, t)
+		// message is bounded (see firstMessageStream).
+		call, c.cancel = context.WithCancel(ctx)
+		c.firstMessage = time.AfterFunc(r.http.readTimeout, c.cancel)
 	}
-	// gRPC cancels ctx when the call ends, however it ends.
-	context.AfterFunc(ctx, func() {
-		stop()
-		cancel()
-		conn.End()
-		r.calls.Add(-1)
-	})
-	return call, nil
+	// gRPC cancels ctx when the call ends, however it ends; the
+	// interceptors see most calls end first, and spare the goroutine
+	// AfterFunc starts.
+	c.stopAfter = context.AfterFunc(ctx, c.end)
+	return context.WithValue(call, rlsCallKey{}, c), nil
 }
 
-// firstMessageKey keys the timer that ends a stream whose first message
-// does not come within --read-timeout.
-type firstMessageKey struct{}
+// rlsCall is a call in flight, as the tap saw it begin.
+type rlsCall struct {
+	r            *rlsService
+	conn         *conncap.Conn
+	cancel       context.CancelFunc // unneeded once the call ends: gRPC cancels its parent
+	firstMessage *time.Timer        // ends a stream without a first message; nil for unary calls
+	stopAfter    func() bool
+}
 
-// firstMessage is the stream interceptor that stops a stream's timer (see
-// tap) once its first message has come.
-func firstMessage(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if t, ok := ss.Context().Value(firstMessageKey{}).(*time.Timer); ok {
-		ss = &firstMessageStream{ServerStream: ss, timer: t}
+type rlsCallKey struct{}
+
+// end accounts for the end of the call.
+func (c *rlsCall) end() {
+	if c.firstMessage != nil {
+		c.firstMessage.Stop()
 	}
-	return handler(srv, ss)
+	c.conn.End()
+	c.r.calls.Add(-1)
+}
+
+// ended is called by the interceptors once the handler returned: the call
+// is over but for writing its answer, which a cancel would lose.
+func ended(ctx context.Context) {
+	if c, ok := ctx.Value(rlsCallKey{}).(*rlsCall); ok && c.stopAfter() {
+		c.end()
+	}
+}
+
+// unaryEnded is the unary interceptor that accounts for a call's end.
+func unaryEnded(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	ended(ctx)
+	return resp, err
+}
+
+// streamEnded is the stream interceptor that accounts for a stream's end,
+// and stops its first-message timer once that message came.
+func streamEnded(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx := ss.Context()
+	if c, ok := ctx.Value(rlsCallKey{}).(*rlsCall); ok && c.firstMessage != nil {
+		ss = &firstMessageStream{ServerStream: ss, timer: c.firstMessage}
+	}
+	err := handler(srv, ss)
+	ended(ctx)
+	return err
 }
 
 type firstMessageStream struct {
