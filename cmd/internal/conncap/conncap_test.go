@@ -147,6 +147,7 @@ func TestConnCapEvictsTheQuietLongest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	time.Sleep(20 * time.Millisecond) // past the silent one's grace
 	if code, err := readStatus(send(t, addr, "/")); err != nil || code != 200 {
 		t.Fatalf("a new connection at the cap: %d %v", code, err)
 	}
