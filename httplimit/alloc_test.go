@@ -48,3 +48,15 @@ func TestHandlerAllocations(t *testing.T) {
 		})
 	}
 }
+
+// The common case, a path already canonical, costs no allocation.
+func TestCanonicalPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, p := range []string{"/", "/api/v1/items/42", "/a%20b/c"} {
+		if n := testing.AllocsPerRun(100, func() { httplimit.CanonicalPath(p, httplimit.PathOptions{}) }); n != 0 {
+			t.Errorf("CanonicalPath(%q): %v allocations, want 0", p, n)
+		}
+	}
+}

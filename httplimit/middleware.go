@@ -23,8 +23,13 @@ import "net/http"
 // Header.Add) but must not write into its slice (Header()[name][0] = ...).
 func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, res, ok := l.canonical(r)
+		if !ok {
+			res.WriteProblem(w)
+			return
+		}
 		sc := getScratch()
-		res := l.decide(r, sc, -1, false, true)
+		res = l.decide(r, sc, -1, false, true)
 		if !res.Allowed {
 			res.WriteProblem(w)
 			putScratch(sc)
