@@ -346,3 +346,48 @@ func decodePath(p string) string {
 	}
 	return string(b)
 }
+
+// validatePaths reports the match values of path and path_prefix that no
+// request can have: requests are matched in canonical form, so a value
+// that is not one (a "//", a dot segment, an upper-case letter under
+// FoldCase) would switch its rule off without a word.
+func validatePaths(rules []Rule, o PathOptions, p *problems) {
+	for i := range rules {
+		r := &rules[i]
+		for _, k := range []string{"path", "path_prefix"} {
+			for _, v := range r.Match[k] {
+				if !strings.HasPrefix(v, "/") {
+					continue // reported by validateMatch
+				}
+				raw, opts := escapeRuleValue(v, o), o
+				if k == "path_prefix" {
+					// What follows the prefix completes its last segment.
+					raw, opts.TrimTrailingSlash = raw+"x", false
+				}
+				c, err := CanonicalPath(raw, opts)
+				switch {
+				case err != nil:
+					p.add(r.Name, i, "match."+k, "no request path can match %s: requests are matched in canonical form, and a path that %s is refused", quote(v), err.(*PathError).Problem)
+				case decodePath(c) != v && k == "path":
+					p.add(r.Name, i, "match."+k, "no request path can match %s: requests are matched in canonical form, which for this one is %s", quote(v), quote(decodePath(c)))
+				case decodePath(c) != v+"x" && k == "path_prefix":
+					p.add(r.Name, i, "match."+k, "no request path can start with %s: requests are matched in canonical form (no empty or dot segment, no escape of a letter or digit, and the case and slash options of the limiter)", quote(v))
+				}
+			}
+		}
+	}
+}
+
+// escapeRuleValue is the raw spelling of a decoded path: the bytes a
+// canonical path holds raw stay raw, the others are escaped.
+func escapeRuleValue(v string, o PathOptions) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '/' || literal(c, o) {
+			b.WriteByte(c)
+		} else {
+			writeEscaped(&b, c)
+		}
+	}
+	return b.String()
+}

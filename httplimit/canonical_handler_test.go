@@ -115,3 +115,38 @@ func TestCheckAPICanonicalPath(t *testing.T) {
 		t.Errorf("encoded slash: %d %s, want 400 naming the path", w.Code, w.Body)
 	}
 }
+
+// A match value that no canonical path can have is refused, naming it:
+// the rule would otherwise never apply.
+func TestNonCanonicalMatchValuesRefused(t *testing.T) {
+	rule := func(k, v string) []httplimit.Rule {
+		return []httplimit.Rule{{Name: "r", LimitKeys: []string{"global"}, Rate: 1, Burst: 1, Match: map[string][]string{k: {v}}}}
+	}
+	for _, tc := range []struct {
+		key, value string
+		opts       httplimit.PathOptions
+		ok         bool
+	}{
+		{"path", "/api/x", httplimit.PathOptions{}, true},
+		{"path", "/api/x/", httplimit.PathOptions{}, true},
+		{"path", "/a b/100%", httplimit.PathOptions{}, true},
+		{"path", "/api//x", httplimit.PathOptions{}, false},
+		{"path", "/api/./x", httplimit.PathOptions{}, false},
+		{"path", "/a;b", httplimit.PathOptions{}, false},
+		{"path", "/a;b", httplimit.PathOptions{AllowSemicolons: true}, true},
+		{"path", "/API", httplimit.PathOptions{FoldCase: true}, false},
+		{"path", "/api/", httplimit.PathOptions{TrimTrailingSlash: true}, false},
+		{"path_prefix", "/api/", httplimit.PathOptions{}, true},
+		{"path_prefix", "/api/", httplimit.PathOptions{TrimTrailingSlash: true}, true},
+		{"path_prefix", "/api/.", httplimit.PathOptions{}, true}, // /api/.well-known
+		{"path_prefix", "/api//", httplimit.PathOptions{}, false},
+		{"path_prefix", "/api/../", httplimit.PathOptions{}, false},
+		{"path_prefix", `/a\`, httplimit.PathOptions{}, false},
+		{"path_prefix", "/Api/", httplimit.PathOptions{FoldCase: true}, false},
+	} {
+		err := httplimit.Validate(rule(tc.key, tc.value), httplimit.Options{Paths: tc.opts})
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "match."+tc.key) {
+			t.Errorf("%s %q under %+v: %v, want ok %v", tc.key, tc.value, tc.opts, err, tc.ok)
+		}
+	}
+}

@@ -413,6 +413,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	var p problems
 	validate(rules, &p)
 	validateJWT(rules, o.jwt != nil, &p)
+	validatePaths(rules, o.paths, &p)
 	return rules, p.err()
 }
 
