@@ -103,6 +103,15 @@ func unhex(c byte) (byte, bool) {
 
 const upperHex = "0123456789ABCDEF"
 
+// plain marks the bytes a canonical segment holds raw under any options:
+// the pchars but ";" and "%".
+var plain = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = literal(byte(c), PathOptions{})
+	}
+	return t
+}()
+
 // isCanonical reports whether CanonicalPath(p) is p: the scan of the common
 // case, which allocates nothing. It is false for every path the slow path
 // would change or refuse, and for a few it returns unchanged.
@@ -111,22 +120,25 @@ func isCanonical(p string, o PathOptions) bool {
 		return false
 	}
 	start := 1 // of the current segment
-	for i := 1; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			switch seg := p[start:i]; seg {
-			case "":
-				// Empty: "//", or the trailing slash.
-				if i < len(p) || o.TrimTrailingSlash && len(p) > 1 {
-					return false
-				}
-			case ".", "..":
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if plain[c] {
+			if o.FoldCase && 'A' <= c && c <= 'Z' {
+				return false
+			}
+			continue
+		}
+		switch c {
+		case '/':
+			if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
 				return false
 			}
 			start = i + 1
-			continue
-		}
-		c := p[i]
-		if c == '%' {
+		case ';':
+			if !o.AllowSemicolons {
+				return false
+			}
+		case '%':
 			if i+2 >= len(p) {
 				return false
 			}
@@ -150,11 +162,16 @@ func isCanonical(p string, o PathOptions) bool {
 				}
 			}
 			i += 2
-			continue
-		}
-		if !literal(c, o) || o.FoldCase && 'A' <= c && c <= 'Z' {
+		default:
 			return false
 		}
+	}
+	// The last segment: empty after a trailing slash.
+	switch p[start:] {
+	case "":
+		return !o.TrimTrailingSlash || len(p) == 1
+	case ".", "..":
+		return false
 	}
 	return true
 }
