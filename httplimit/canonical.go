@@ -364,6 +364,11 @@ func decodePath(p string) string {
 	return string(b)
 }
 
+// InvalidPaths counts the requests refused since New because their path
+// has no canonical form (ReasonInvalidPath), by Check, Handler and the
+// check API alike.
+func (l *Middleware) InvalidPaths() uint64 { return l.opts.invalidPaths.Load() }
+
 // validatePaths reports the match values of path and path_prefix that no
 // request can have: requests are matched in canonical form, so a value
 // that is not one (a "//", a dot segment, an upper-case letter under

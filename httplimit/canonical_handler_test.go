@@ -51,6 +51,9 @@ func TestHandlerCanonicalPaths(t *testing.T) {
 	if len(seen) != 3 {
 		t.Errorf("next ran %d times, want 3", len(seen))
 	}
+	if n := l.InvalidPaths(); n != 5 {
+		t.Errorf("InvalidPaths() = %d, want 5", n)
+	}
 }
 
 // A rule keyed on the path gives every spelling of one path one bucket.

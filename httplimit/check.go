@@ -114,6 +114,7 @@ func (l *Middleware) canonical(r *http.Request) (*http.Request, Result, bool) {
 	raw := r.URL.EscapedPath()
 	c, err := CanonicalPath(raw, l.opts.paths)
 	if err != nil {
+		l.opts.invalidPaths.Add(1)
 		var pe *PathError
 		errors.As(err, &pe)
 		return nil, Result{Status: http.StatusBadRequest, Reason: ReasonInvalidPath, Detail: pe.Problem,

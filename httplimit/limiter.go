@@ -118,6 +118,7 @@ type options struct {
 	jwt            JWTVerifier
 	jwtRejected    jwtCounters
 	paths          PathOptions
+	invalidPaths   atomic.Uint64 // requests refused for their path
 }
 
 func (o Options) resolve() (*options, error) {

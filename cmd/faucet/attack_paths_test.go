@@ -84,6 +84,9 @@ func TestAttackNonCanonicalPaths(t *testing.T) {
 			t.Errorf("the upstream got %q, want only /api/x", got)
 		}
 	}
+	if n := metric(t, p, "faucet_invalid_paths_total"); n != float64(codes[400]) {
+		t.Errorf("faucet_invalid_paths_total %v, want %d (the 400s)", n, codes[400])
+	}
 
 	// A rule keyed on the path: one bucket for every spelling.
 	items := []string{"/items", "//items", "/./items", "/%69tems", "/x/../items", "/%2e/items"}

@@ -24,7 +24,7 @@ type metrics struct {
 	storeErrors    prometheus.Counter
 	upstreamErrors *prometheus.CounterVec
 
-	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	decisions, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
 	// names its users' dashboards know: total_hits, over_limit, near_limit,
 	// within_limit, shadow_mode.
@@ -61,6 +61,9 @@ func newMetrics() *metrics {
 		jwtRejected: prometheus.NewDesc("faucet_jwt_rejected_total",
 			"Bearer tokens a rule needed that were treated as absent, by reason: malformed, signature (or unknown key, or algorithm), expired, not_yet_valid, claims (issuer, audience, required claim), other.",
 			[]string{"reason"}, nil),
+		invalidPaths: prometheus.NewDesc("faucet_invalid_paths_total",
+			"Requests answered 400 because their path has no canonical form (%00, a malformed escape, and unless the --path flags allow them %2F, %5C, \\, ;); they take no token.",
+			nil, nil),
 	}
 	for i, name := range rateLimitStats {
 		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
@@ -125,6 +128,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.evictions
 	ch <- m.overflow
 	ch <- m.jwtRejected
+	ch <- m.invalidPaths
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -154,6 +158,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
+	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
 	if m.rls != nil {
 		for _, s := range m.rls.Stats() {
 			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
