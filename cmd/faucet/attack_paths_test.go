@@ -67,7 +67,8 @@ func TestAttackNonCanonicalPaths(t *testing.T) {
 	p := startServe(t, "--rules", rules, "--upstream", up.URL)
 
 	spellings := []string{"/api/x", "//api/x", "/./api/x", "/x/../api/x", "/%2e/api/x", "/%2E%2E/api/x", "///api/x",
-		"/api/../api/x", "/.//api/x", "/z/%2e%2e/api/x", "/%2fapi/x", "/%61pi/x", "/api//x", "/api/./x", `/\api/x`, "/;/api/x"}
+		"/api/../api/x", "/.//api/x", "/z/%2e%2e/api/x", "/%2fapi/x", "/%61pi/x", "/api//x", "/api/./x", `/\api/x`, "/;/api/x",
+		"http://faucet/%2e/api/x", "*"}
 	codes := map[int]int{}
 	for _, s := range spellings {
 		codes[rawGet(t, p.addr, s)]++
