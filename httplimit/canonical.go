@@ -176,6 +176,45 @@ func isCanonical(p string, o PathOptions) bool {
 	return true
 }
 
+// decodedCanonical reports whether the escaping url.URL.EscapedPath gives
+// a decoded path p (one with no RawPath) is canonical, without building it:
+// EscapedPath allocates for any byte it escapes. False is always safe.
+func decodedCanonical(p string, o PathOptions) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	start := 1
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case plain[c]:
+			if o.FoldCase && 'A' <= c && c <= 'Z' {
+				return false
+			}
+		case c == '/':
+			if seg := p[start:i]; seg == "" || seg == "." || seg == ".." {
+				return false
+			}
+			start = i + 1
+		case c == ';':
+			if !o.AllowSemicolons {
+				return false
+			}
+		// Every other byte is escaped, %XX with upper-case digits, which a
+		// canonical path keeps but for these.
+		case c == 0, c == '\\' && !o.KeepEncodedSlashes, c >= 0x80 && o.FoldCase:
+			return false
+		}
+	}
+	switch p[start:] {
+	case "":
+		return !o.TrimTrailingSlash || len(p) == 1
+	case ".", "..":
+		return false
+	}
+	return true
+}
+
 // canonicalize is CanonicalPath's slow path, for p that is not canonical.
 func canonicalize(p string, o PathOptions) (string, error) {
 	if p[0] != '/' {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"unicode"
@@ -132,6 +133,33 @@ func TestFoldRuneIsCanonical(t *testing.T) {
 		}
 		if s := unicode.SimpleFold(r); foldRune(s) != f {
 			t.Fatalf("foldRune(%U) = %U, but foldRune(%U) = %U", r, f, s, foldRune(s))
+		}
+	}
+}
+
+// decodedCanonical judges a decoded path as CanonicalPath judges the
+// escaping url.URL gives it: every byte, in a few segment shapes, under
+// every option. It pins what url.URL escapes in a path, which it assumes.
+func TestDecodedCanonicalAgreesWithEscapedPath(t *testing.T) {
+	var paths []string
+	for c := 0; c < 256; c++ {
+		for _, f := range []string{"/a%sb", "/%s", "/%s/", "/x/%s%s"} {
+			paths = append(paths, strings.ReplaceAll(f, "%s", string([]byte{byte(c)})))
+		}
+	}
+	paths = append(paths, "", "/", "//", "/a/", "/a//b", "/./a", "/a/.", "/a/..", "/..", "/.a", "/a..", "*", "a")
+	for _, p := range paths {
+		for _, o := range allPathOptions() {
+			u := url.URL{Path: p}
+			raw := u.EscapedPath()
+			c, err := CanonicalPath(raw, o)
+			want := raw != "" && err == nil && c == raw
+			// False for a byte above 0x7F under FoldCase is only cautious:
+			// whether it folds is the slow path's to find.
+			cautious := o.FoldCase && strings.IndexFunc(p, func(r rune) bool { return r >= 0x80 }) >= 0
+			if got := decodedCanonical(p, o); got != want && !(cautious && !got) {
+				t.Errorf("decodedCanonical(%q, %+v) = %v; EscapedPath %q, CanonicalPath %q, %v", p, o, got, raw, c, err)
+			}
 		}
 	}
 }

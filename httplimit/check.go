@@ -111,6 +111,9 @@ func (l *Middleware) check(r *http.Request, override float64, direct bool) Resul
 // canonical returns r with the canonical form of its path (r itself when
 // it has it already, else a copy), or the Result refusing it.
 func (l *Middleware) canonical(r *http.Request) (*http.Request, Result, bool) {
+	if u := r.URL; u.RawPath == "" && u.Opaque == "" && decodedCanonical(u.Path, l.opts.paths) {
+		return r, Result{}, true
+	}
 	raw := r.URL.EscapedPath()
 	c, err := CanonicalPath(raw, l.opts.paths)
 	if err != nil {
