@@ -49,6 +49,14 @@
 // "/apix"). A value is a string or a list of strings (any of them); every
 // entry must hold.
 //
+// Paths: the "path" key and the path matches read the request's path in
+// canonical form (CanonicalPath under Options.Paths), decoded: "//api/x",
+// "/./api/x", "/v/../api/x" and "/%61pi/x" are all "/api/x", as nginx and
+// most frameworks read them, and Handler passes that form on. A path that
+// has no canonical form (%00, a malformed escape, and by default %2F, %5C,
+// "\" and ";") is answered 400 and takes no token; a match value that no
+// canonical path can have is a configuration error.
+//
 // Which rules apply: rules with different limit_keys all apply, and a
 // request must pass every one of them (per user, per tenant, global). Among
 // rules with the same limit_keys (in any order) the first, in file order,

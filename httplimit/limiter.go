@@ -49,6 +49,9 @@ const (
 	// ReasonInvalidCost: the cost the client sent is outside a rule's
 	// min_cost and max_cost, and the rule refuses it (400).
 	ReasonInvalidCost = "invalid_cost"
+	// ReasonInvalidPath: the request's path has no canonical form
+	// (CanonicalPath), so no rule can tell which resource it names (400).
+	ReasonInvalidPath = "invalid_path"
 	// ReasonShadowPrefix prefixes the reason a shadow rule would have
 	// denied with; the request itself was allowed.
 	ReasonShadowPrefix = "shadow_"
@@ -95,6 +98,9 @@ type Options struct {
 	// New and Reload reject such rules unless they set
 	// InsecureUnverifiedJWT (see the package documentation).
 	JWT JWTVerifier
+	// Paths chooses how request paths are made canonical (CanonicalPath)
+	// before any rule reads them; a path that cannot be is refused with 400.
+	Paths PathOptions
 }
 
 // options is Options with defaults applied.
@@ -111,6 +117,8 @@ type options struct {
 	onDeny         func(Denial)
 	jwt            JWTVerifier
 	jwtRejected    jwtCounters
+	paths          PathOptions
+	invalidPaths   atomic.Uint64 // requests refused for their path
 }
 
 func (o Options) resolve() (*options, error) {
@@ -118,6 +126,7 @@ func (o Options) resolve() (*options, error) {
 		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
 	r.jwt = o.JWT
 	r.onDeny = o.OnDeny
+	r.paths = o.Paths
 	if r.headers == 0 {
 		r.headers = HeadersDraft
 	}
@@ -405,6 +414,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	var p problems
 	validate(rules, &p)
 	validateJWT(rules, o.jwt != nil, &p)
+	validatePaths(rules, o.paths, &p)
 	return rules, p.err()
 }
 

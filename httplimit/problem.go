@@ -31,6 +31,9 @@ func (res *Result) Problem() *Problem {
 	case res.Status == http.StatusServiceUnavailable:
 		return &Problem{Type: "about:blank", Title: "Service Unavailable", Status: res.Status,
 			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
+	case res.Reason == ReasonInvalidPath:
+		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
+			Detail: fmt.Sprintf("The request path %s; it has no canonical form, so no rate limit could tell which resource it names.", res.Detail), Reason: res.Reason}
 	case res.Status == http.StatusBadRequest:
 		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
 			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.Detail), Reason: res.Reason}

@@ -27,7 +27,7 @@ type metrics struct {
 	tunnelsOpen    prometheus.Gauge
 	tunnelsClosed  *prometheus.CounterVec
 
-	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	decisions, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
 	// The rate-limit service's request-carried limits.
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
@@ -83,6 +83,9 @@ func newMetrics() *metrics {
 			"Request-carried limits unbound, their buckets full again: idle for 10 minutes, or the least recently used when a new one needed its domain's room.", nil, nil),
 		rlsOverridesRefused: prometheus.NewDesc("faucet_rls_overrides_refused_total",
 			"Rate-limit service requests answered OVER_LIMIT because their new request-carried limit found no room in its domain's share.", nil, nil),
+		invalidPaths: prometheus.NewDesc("faucet_invalid_paths_total",
+			"Requests answered 400 because their path has no canonical form (%00, a malformed escape, and unless the --path flags allow them %2F, %5C, \\, ;); they take no token.",
+			nil, nil),
 	}
 	for i, name := range rateLimitStats {
 		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
@@ -150,6 +153,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.rlsOverrides
 	ch <- m.rlsOverridesEvicted
 	ch <- m.rlsOverridesRefused
+	ch <- m.invalidPaths
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -195,6 +199,7 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
+	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
 }
 
 // emitRateLimit sends one key's counters under envoyproxy/ratelimit's names.

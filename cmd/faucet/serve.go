@@ -50,6 +50,7 @@ type serveConfig struct {
 	rls             rlsFlags
 	rulesDB         rulesDBFlags
 	audit           auditFlags
+	paths           httplimit.PathOptions
 	// rlsLoaded is the rate-limit service's configuration read at start.
 	rlsLoaded *rlsConfig
 }
@@ -75,6 +76,9 @@ are served on a separate admin listener (--admin-listen, loopback by default)
 with its own /healthz, never on the public one: there a request for
 /metrics is proxied like any other with --upstream, and 404 without. SIGHUP,
 or a change to FILE, reloads the rules; buckets of unchanged rules are kept.
+Rules read a request's path in one canonical form, which the upstream is
+sent too: unreserved escapes decoded once, slashes merged, dot segments
+removed; a path that has none (%00, a bad escape, %2F, %5C, \, ;) gets 400.
 SIGINT or SIGTERM shuts down gracefully. A bad rules file is reported in full
 and exits with status 2. Logs go to stderr; an error that repeats (a store
 that is down, an upstream that fails) is logged once, then at most once
@@ -167,6 +171,10 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.metricsPath, "metrics-path", defaultMetricsPath, "path of the Prometheus metrics on the admin listener (empty: none)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log lines on stderr as text (key=value) or json")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	fs.BoolVar(&cfg.paths.KeepEncodedSlashes, "path-keep-encoded-slashes", false, "accept %2F, %5C and \\ in a path as data within a segment (default: 400)")
+	fs.BoolVar(&cfg.paths.AllowSemicolons, "path-allow-semicolons", false, "accept ; and %3B in a path (default: 400)")
+	fs.BoolVar(&cfg.paths.FoldCase, "path-fold-case", false, "fold a path to lower case before the rules read it and the upstream gets it")
+	fs.BoolVar(&cfg.paths.TrimTrailingSlash, "path-trim-trailing-slash", false, "remove a path's trailing slash before the rules read it and the upstream gets it")
 	cfg.http.register(fs)
 	cfg.redis.register(fs)
 	cfg.postgres.register(fs)
@@ -245,7 +253,7 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 // options turns the flags into httplimit.Options, listing every problem.
 func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	var problems []string
-	opts := httplimit.Options{ForwardedHeader: cfg.forwardedHeader, IPv6Prefix: cfg.ipv6Prefix, JitterSeed: cfg.jitterSeed}
+	opts := httplimit.Options{ForwardedHeader: cfg.forwardedHeader, IPv6Prefix: cfg.ipv6Prefix, JitterSeed: cfg.jitterSeed, Paths: cfg.paths}
 	for h := range strings.SplitSeq(cfg.headers, ",") {
 		switch strings.TrimSpace(h) {
 		case "draft":
