@@ -187,3 +187,25 @@ func TestDecodedResultWritesLikeCheck(t *testing.T) {
 		}
 	}
 }
+
+// "1 tokens per second" read wrong in every 429 of a rule of rate 1.
+func TestProblemDetailCountsTokens(t *testing.T) {
+	for _, tt := range []struct {
+		rate, burst float64
+		want        string
+	}{
+		{1, 1, `Rule "r" allows 1 token per second with bursts of 1; retry after`},
+		{0.5, 1, `Rule "r" allows 0.5 tokens per second with bursts of 1; retry after`},
+		{2, 2, `Rule "r" allows 2 tokens per second with bursts of 2; retry after`},
+	} {
+		l, _ := newRuleLimiter(t, httplimit.Options{}, httplimit.Rule{Name: "r", LimitKeys: []string{"global"}, Rate: tt.rate, Burst: tt.burst})
+		var w *httptest.ResponseRecorder
+		for range 3 {
+			w = serve(l, req("192.0.2.1:1", "/"))
+		}
+		var p httplimit.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 429 || !strings.HasPrefix(p.Detail, tt.want) {
+			t.Errorf("rate %v: %d %q, want %q...", tt.rate, w.Code, p.Detail, tt.want)
+		}
+	}
+}
