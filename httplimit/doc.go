@@ -60,8 +60,10 @@
 // or from none (engine.Engine.TakeAllAt): a request denied by one rule costs the
 // others nothing. Shadow rules take their tokens on their own after the
 // decision (only when the request was allowed) and never deny; they show in
-// the headers, in the reason header as "shadow_..." when they would have
-// denied, and in Stats.
+// Stats and Options.OnDeny, and in the header fields (their items, and the
+// reason header as "shadow_..." when they would have denied) only with
+// HeadersShadow: a client that honours the fields would back off for a
+// rule that denies nothing.
 //
 // Cost: "fixed" charges fixed_cost. "header:<name>" and "query:<name>"
 // charge the value sent, which must be a plain non-negative decimal ("3",
@@ -106,7 +108,8 @@
 //
 // # Responses
 //
-// Every checked response carries, for the rules that applied:
+// Every checked response carries, for the enforce rules that applied (and
+// the shadow ones with HeadersShadow):
 //
 //	RateLimit-Policy: "free";q=20;w=2
 //	RateLimit: "free";r=17;t=0

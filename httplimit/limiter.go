@@ -30,6 +30,12 @@ const (
 	// HeadersX writes the same three fields as X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset.
 	HeadersX
+	// HeadersShadow adds shadow rules to the fields above, and writes the
+	// reason header of an allowed request that a shadow rule would have
+	// denied. Without it a shadow rule reports only in Stats and OnDeny: a
+	// client that honours the fields would otherwise back off for a rule
+	// that denies nothing. With no other bit, it means HeadersDraft too.
+	HeadersShadow
 )
 
 // ReasonHeader names the header that says why a request was denied, or which
@@ -60,6 +66,7 @@ type Options struct {
 	// owned (and closed) by the Middleware.
 	Store engine.Store
 	// Headers selects the header fields written; 0 means HeadersDraft.
+	// Shadow rules are left out of them unless it has HeadersShadow.
 	Headers HeaderSet
 	// TrustedProxies are the networks of the proxies in front of the
 	// limiter. Only when RemoteAddr is in one of them is the forwarding
@@ -118,10 +125,10 @@ func (o Options) resolve() (*options, error) {
 		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
 	r.jwt = o.JWT
 	r.onDeny = o.OnDeny
-	if r.headers == 0 {
-		r.headers = HeadersDraft
+	if r.headers&^HeadersShadow == 0 {
+		r.headers |= HeadersDraft
 	}
-	if r.headers&^(HeadersDraft|HeadersLegacy|HeadersX) != 0 {
+	if r.headers&^(HeadersDraft|HeadersLegacy|HeadersX|HeadersShadow) != 0 {
 		return nil, fmt.Errorf("httplimit: Options.Headers has unknown bits %#x", uint8(r.headers))
 	}
 	switch o.ForwardedHeader {

@@ -53,7 +53,8 @@ type Rule struct {
 	// "path_prefix") has one of the listed values. Empty: every request.
 	Match map[string][]string
 	// Mode is "enforce" (the default) or "shadow": a shadow rule takes
-	// tokens and reports headers and metrics, but never denies.
+	// tokens and reports in Stats and Options.OnDeny (in the header fields
+	// only with HeadersShadow), but never denies.
 	Mode string
 	// FailMode is what a store error does to a request this rule applies
 	// to: "open" (the default) admits it, "closed" answers 503.

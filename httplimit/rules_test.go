@@ -126,7 +126,9 @@ func TestShadowModeNeverDenies(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"trial","limit_keys":["ip:address"],"mode":"shadow","algorithm_config":{"rps":1,"burst":2}},
 	 {"name":"per-path","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100}}]}`
-	l, _ := newLimiter(t, doc, httplimit.Options{})
+	// HeadersShadow: the shadow rule's items show (TestShadowRulesLeftOutOfHeaders
+	// has the default).
+	l, _ := newLimiter(t, doc, httplimit.Options{Headers: httplimit.HeadersShadow})
 	for i := range 5 {
 		w := serve(l, req("192.0.2.1:1", "/"))
 		if w.Code != 200 {
