@@ -52,9 +52,15 @@ const (
 	// ReasonStoreUnavailable: the store failed and a rule that applied has
 	// fail_mode "closed" (503).
 	ReasonStoreUnavailable = "store_unavailable"
-	// ReasonInvalidCost: the cost the client sent is outside a rule's
-	// min_cost and max_cost, and the rule refuses it (400).
+	// ReasonInvalidCost: the cost the client sent is not a plain
+	// non-negative decimal, or is outside a rule's min_cost and max_cost
+	// and the rule refuses it (400).
 	ReasonInvalidCost = "invalid_cost"
+	// ReasonAmbiguousValue: a header or query parameter that a rule keys,
+	// matches or reads a cost from has no single value: it is sent twice,
+	// as a list or under another spelling, or the method a rule reads is
+	// overridden (400; see Limit keys in the package documentation).
+	ReasonAmbiguousValue = "ambiguous_value"
 	// ReasonShadowPrefix prefixes the reason a shadow rule would have
 	// denied with; the request itself was allowed.
 	ReasonShadowPrefix = "shadow_"

@@ -36,7 +36,8 @@ type Rule struct {
 	// multiple of 0.001, and at most Burst.
 	FixedCost float64
 	// DefaultCost is the cost when the cost header or query parameter is
-	// absent, repeated, or not a plain non-negative decimal; 0 means 1.
+	// absent (a value that is not a plain non-negative decimal is refused);
+	// 0 means 1.
 	DefaultCost float64
 	// MinCost and MaxCost bound the cost a client sends (CostSource
 	// "header:<name>" or "query:<name>"; with "fixed" they must be 0).
