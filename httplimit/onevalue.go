@@ -38,10 +38,8 @@ func headerProblem(h map[string][]string, name string, vals []string) string {
 	case len(vals) == 1 && !commasInSyntax(name) && strings.IndexByte(vals[0], ',') >= 0:
 		return "header " + quote(name) + " holds a comma-separated list"
 	}
-	for k := range h {
-		if len(k) == len(name) && k != name && sameName(k, name) {
-			return "header " + strconv.Quote(k) + " is another spelling of " + quote(name)
-		}
+	if k, ok := otherHeaderSpelling(h, name); ok {
+		return "header " + strconv.Quote(k) + " is another spelling of " + quote(name)
 	}
 	if len(vals) == 0 {
 		return ""
@@ -56,6 +54,69 @@ func headerProblem(h map[string][]string, name string, vals []string) string {
 		}
 	}
 	return ""
+}
+
+// otherHeaderSpelling finds a field of h that is name to a server that
+// takes "_" for "-". Go's server stores each field under its canonical
+// name, so the spellings to look for are the canonical names with some
+// "-" made "_" (X_api_key, X-Api_key, X_api-Key for X-Api-Key): looked up
+// one by one, without allocating, for names of up to 4 hyphens and 64
+// bytes; longer names are searched field by field.
+func otherHeaderSpelling(h map[string][]string, name string) (string, bool) {
+	var pos [4]int
+	n := 0
+	for i := 0; i < len(name); i++ {
+		if name[i] == '-' || name[i] == '_' {
+			if n == len(pos) {
+				return searchSpelling(h, name)
+			}
+			pos[n] = i
+			n++
+		}
+	}
+	if n == 0 || len(name) > 64 {
+		if n == 0 {
+			return "", false
+		}
+		return searchSpelling(h, name)
+	}
+	var buf [64]byte
+	b := buf[:len(name)]
+	for mask := 1; mask < 1<<n; mask++ {
+		copy(b, name)
+		for j := 0; j < n; j++ {
+			if mask&(1<<j) != 0 {
+				// Flip the separator; canonical form capitalises only
+				// after "-".
+				i := pos[j]
+				if b[i] == '-' {
+					b[i] = '_'
+					if i+1 < len(b) && 'A' <= b[i+1] && b[i+1] <= 'Z' {
+						b[i+1] += 'a' - 'A'
+					}
+				} else {
+					b[i] = '-'
+					if i+1 < len(b) && 'a' <= b[i+1] && b[i+1] <= 'z' {
+						b[i+1] -= 'a' - 'A'
+					}
+				}
+			}
+		}
+		if _, ok := h[string(b)]; ok {
+			return string(b), true
+		}
+	}
+	return "", false
+}
+
+// searchSpelling is otherHeaderSpelling field by field.
+func searchSpelling(h map[string][]string, name string) (string, bool) {
+	for k := range h {
+		if len(k) == len(name) && k != name && sameName(k, name) {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // commasInSyntax reports whether a field's single value may hold commas: a

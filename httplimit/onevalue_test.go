@@ -32,6 +32,8 @@ func TestRepeatedKeyValues(t *testing.T) {
 		{"GET", "/h", []string{"X-Api-Key", "rnd1", "X_Api_Key", "victim"}, `header "X_api_key" is another spelling of "X-Api-Key"`},
 		{"GET", "/h", []string{"X_Api_Key", "victim"}, `another spelling`},
 		{"GET", "/h", []string{"X-Api_Key", "victim"}, `another spelling`},
+		{"GET", "/h", []string{"X_Api-Key", "victim"}, `header "X_api-Key" is another spelling`},
+		{"GET", "/h", []string{"x_api_key", "victim"}, `another spelling`},
 		{"GET", "/h", []string{"X-Api-Key", "rnd1", "Connection", "keep-alive, X-Api-Key"}, `named in Connection`},
 		{"GET", "/q?k_x=rnd1&k_x=victim", nil, `query parameter "k_x" is sent 2 times`},
 		{"GET", "/q?k_x=rnd1&K_X=victim", nil, `query parameter "K_X" is another spelling of "k_x"`},
@@ -136,4 +138,23 @@ func postCheck(t *testing.T, l *httplimit.Middleware, body string) httplimit.Che
 		t.Fatalf("%s: %d %s", body, w.Code, w.Body)
 	}
 	return out
+}
+
+// Another spelling is found whichever separators the rule's name has, and
+// however many.
+func TestHeaderSpellings(t *testing.T) {
+	for _, tt := range []struct{ key, sent string }{
+		{"X_Tenant", "X-Tenant"},
+		{"A-B-C-D-E-F", "A-B-C_D-E-F"},
+		{"A-B-C-D-E-F", "A_B_C_D_E_F"},
+		{"X-Api-Key", "X_API_KEY"},
+	} {
+		l, _ := newLimiter(t, `{"rules":[{"name":"k","limit_keys":["header:`+tt.key+`"],"algorithm_config":{"rps":1,"burst":1}}]}`, httplimit.Options{})
+		if w := serve(l, req("192.0.2.1:1", "/", tt.sent, "v")); w.Code != 400 {
+			t.Errorf("rule on %s, %s sent: %d, want 400", tt.key, tt.sent, w.Code)
+		}
+		if w := serve(l, req("192.0.2.1:1", "/", tt.key, "v")); w.Code != 200 {
+			t.Errorf("rule on %s, %s sent: %d, want 200", tt.key, tt.key, w.Code)
+		}
+	}
 }
