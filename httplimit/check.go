@@ -21,8 +21,10 @@ type Result struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool `json:"allowed"`
 	// Status is 200 when allowed, 429 when a rule denied, 400 when a rule
-	// refused the cost the client sent (cost_out_of_range "reject") or the
-	// path has no canonical form (ReasonInvalidPath), 503 when
+	// refused the cost the client sent (malformed, or out of range with
+	// cost_out_of_range "reject"), could not read one value of a header or
+	// query parameter (ReasonAmbiguousValue) or the path has no canonical
+	// form (ReasonInvalidPath), 503 when
 	// the store failed and a rule that applied has fail_mode "closed".
 	Status int `json:"status"`
 	// Reason is empty, or one of the Reason constants (with the shadow
@@ -31,8 +33,9 @@ type Result struct {
 	// DeniedBy names the rule that denied (or, for a shadow reason, would
 	// have).
 	DeniedBy string `json:"denied_by,omitempty"`
-	// Detail says why a cost or a path was refused (Status 400): the
-	// source and the bound it broke, or what is wrong with the path.
+	// Detail says why the request was refused (Status 400): the source and
+	// the bound it broke, the header or parameter without one value, or
+	// what is wrong with the path.
 	Detail string `json:"detail,omitempty"`
 	// RetryAfter is the Retry-After value in seconds, jitter included; 0
 	// when the response carries none.
@@ -145,11 +148,16 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	set := l.set.Load()
 	q := request{r: r, o: l.opts, sc: sc, direct: direct, borrow: borrow && set.borrow}
 	var appliedBuf [maxTakes]*rule
-	applied := appliedBuf[:0]
+	// unclear[i] is why the i-th applied rule could not read the one value
+	// of a header or parameter its match reads: it refuses the request.
+	var unclearBuf [maxTakes]string
+	applied, unclear := appliedBuf[:0], unclearBuf[:0]
 	for _, g := range set.groups {
 		for _, ru := range g {
-			if ru.matches(&q) {
-				applied = append(applied, ru)
+			ok := ru.matches(&q)
+			why := q.takeBad()
+			if ok || why != "" {
+				applied, unclear = append(applied, ru), append(unclear, why)
 				break
 			}
 		}
@@ -174,15 +182,21 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		// Assigned whole: the policy is the scratch's, not a new one.
 		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
 			Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
-		p.Key = q.key(ru.keys)
-		var why string
-		if override < 0 {
-			p.Cost, why = ru.cost.cost(r, q.params)
-		} else {
-			p.Cost, why = ru.cost.bound(override, false)
+		why, reason := unclear[i], ReasonAmbiguousValue
+		if why == "" {
+			p.Key = q.key(ru.keys)
+			if override < 0 {
+				p.Cost, why = ru.cost.cost(&q)
+			} else {
+				p.Cost, why = ru.cost.bound(override, false)
+			}
+			reason = ReasonInvalidCost
+			if bad := q.takeBad(); bad != "" {
+				why, reason = bad, ReasonAmbiguousValue
+			}
 		}
 		if why != "" {
-			l.refused(&res, ru, p, why, &refuser, i)
+			l.refused(&res, ru, p, reason, why, &refuser, i)
 			continue
 		}
 		if !ru.shadow {
@@ -212,15 +226,15 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 }
 
 // refused records that rule ru (policy p, the i-th applied) refuses the
-// request's cost (cost_out_of_range "reject"). The first enforce rule to
-// refuse decides the request: 400, nothing taken. A shadow rule only reports
-// that it would have refused, and takes nothing.
-func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refuser *int, i int) {
+// request, for reason (ReasonInvalidCost, ReasonAmbiguousValue) and why.
+// The first enforce rule to refuse decides the request: 400, nothing taken.
+// A shadow rule only reports that it would have refused, and takes nothing.
+func (l *Middleware) refused(res *Result, ru *rule, p *Policy, reason, why string, refuser *int, i int) {
 	p.Denied, p.Unknown = true, true
 	if ru.shadow {
 		ru.counters.shadowDenied.Add(1)
 		if res.Reason == "" {
-			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+ReasonInvalidCost
+			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+reason
 		}
 		return
 	}
@@ -229,7 +243,7 @@ func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refus
 		return
 	}
 	*refuser = i
-	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, ReasonInvalidCost, ru.Name
+	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, reason, ru.Name
 	res.Detail = why
 }
 

@@ -42,7 +42,9 @@ type CheckRequest struct {
 }
 
 // CheckResponse is the body of a check API response: the Result, and the
-// header fields the service should copy to its response.
+// header fields the service should copy to its response. Policies has every
+// rule that applied; Headers leaves shadow rules out, as Handler does,
+// unless Options.Headers has HeadersShadow.
 type CheckResponse struct {
 	Result
 	Headers map[string]string `json:"headers"`

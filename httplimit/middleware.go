@@ -14,10 +14,11 @@ import "net/http"
 // to a store other than NewMemoryStore's, which may keep them (each is then
 // its own string); claims verified by Options.JWT, an unverified payload
 // with escapes or bytes that are not UTF-8, or a claim that is an object or
-// an array (decoded into Claims); query parameters (URL.Query); the
+// an array (decoded into Claims); a query parameter's %-escapes; the
 // forwarding header of a trusted proxy; a path not in canonical form (the
-// request is copied with the canonical one); keys and token over 16 KiB in all;
-// more than 8 rules that apply; a denial, and a shadow rule's would-deny.
+// request is copied with the canonical one); keys and token over 16 KiB in
+// all; more than 8 rules that apply; a denial or refusal, and a shadow
+// rule's would-deny.
 //
 // The values of the rate-limit fields are shared by the responses that
 // carry the same text: next may replace a field (Header.Set, Header.Del,

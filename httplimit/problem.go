@@ -46,7 +46,7 @@ func (res *Result) Problem() *Problem {
 	}
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
 		ViolatedPolicies: []string{res.DeniedBy}, Reason: res.Reason}
-	limit := fmt.Sprintf("Rule %q allows %s tokens per second with bursts of %s", res.DeniedBy, num(denier.Rate), num(denier.Burst))
+	limit := fmt.Sprintf("Rule %q allows %s per second with bursts of %s", res.DeniedBy, tokens(denier.Rate), num(denier.Burst))
 	if res.Reason == ReasonCostExceedsBurst {
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
 	} else {
@@ -73,3 +73,11 @@ func (res *Result) WriteProblem(w http.ResponseWriter) {
 }
 
 func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// tokens is x tokens in words: "1 token", "0.5 tokens", "10 tokens".
+func tokens(x float64) string {
+	if x == 1 {
+		return "1 token"
+	}
+	return num(x) + " tokens"
+}

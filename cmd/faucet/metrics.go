@@ -67,7 +67,7 @@ func newMetrics() *metrics {
 			Help: "Upgraded connections ended, by reason: duration (--upgrade-max-duration), idle (--upgrade-idle-timeout), bytes (--upgrade-max-bytes), closed (by the client or the upstream).",
 		}, []string{"reason"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
-			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (a client's cost outside min_cost and max_cost, 400), failed_open and failed_closed (the store failed).",
+			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (400: a client's cost malformed or outside min_cost and max_cost, or a header or query parameter the rule reads sent with several values), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
 		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
 		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),

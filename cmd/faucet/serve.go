@@ -158,7 +158,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.rules, "rules", "", "rules `FILE` (JSON); default: per-ip, 5 rps, burst 10")
 	fs.StringVar(&cfg.upstream, "upstream", "", "proxy allowed requests to this `URL`; without it, serve the check API")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "listen `ADDR`ess (empty, with --rls: no HTTP listener)")
-	fs.StringVar(&cfg.headers, "headers", "draft", "rate-limit header fields: a comma list of draft, legacy, x")
+	fs.StringVar(&cfg.headers, "headers", "draft", "rate-limit header fields: a comma list of draft, legacy, x, and shadow to add shadow rules to them (left out by default: they deny nothing)")
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma list of `CIDR`s whose forwarding header is believed")
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&cfg.ipv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
@@ -262,8 +262,10 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 			opts.Headers |= httplimit.HeadersLegacy
 		case "x":
 			opts.Headers |= httplimit.HeadersX
+		case "shadow":
+			opts.Headers |= httplimit.HeadersShadow
 		default:
-			problems = append(problems, fmt.Sprintf("--headers: unknown set %q; use draft, legacy, x", h))
+			problems = append(problems, fmt.Sprintf("--headers: unknown set %q; use draft, legacy, x, shadow", h))
 		}
 	}
 	if cfg.trustedProxies != "" {
