@@ -38,7 +38,11 @@ type Options struct {
 // peer's address as the client (forwarding headers believed only from the
 // Middleware's TrustedProxies) and the :authority as host. So the rules'
 // keys (ip:, header:, jwt: on the authorization metadata), matches on
-// path, tiers, costs and shadow mode work on calls as on requests.
+// path, tiers, costs and shadow mode work on calls as on requests. A call
+// whose method name is not /service/method in canonical spelling
+// (httplimit.CanonicalPath) is refused with InvalidArgument: grpc-go itself
+// routes such a name to no registered method, but would hand it as written
+// to a handler of unknown services.
 type Limiter struct {
 	m    *httplimit.Middleware
 	opts Options
@@ -75,6 +79,12 @@ func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // detail for a denial, InvalidArgument for a cost the rules refuse,
 // Unavailable when the store failed under fail_mode closed.
 func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) error {
+	if !canonicalMethod(fullMethod) {
+		// grpc-go routes a registered method by its exact name; a handler
+		// of unknown methods (a proxy) gets the name as the client wrote
+		// it, which must then be the one the rules judged.
+		return status.Errorf(codes.InvalidArgument, "method name %q is not of the form /service/method in canonical spelling", fullMethod)
+	}
 	res := l.m.Check(l.request(ctx, fullMethod))
 	h := http.Header{}
 	res.WriteHeaders(h)
@@ -104,6 +114,14 @@ func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(m
 	}
 }
 
+// canonicalMethod reports whether fullMethod is /service/method, two
+// non-empty segments, spelt as httplimit.CanonicalPath spells it with no
+// option.
+func canonicalMethod(fullMethod string) bool {
+	c, err := httplimit.CanonicalPath(fullMethod, httplimit.PathOptions{})
+	return err == nil && c == fullMethod && strings.Count(c, "/") == 2 && !strings.HasSuffix(c, "/")
+}
+
 // request is the HTTP request the rules see for a call.
 func (l *Limiter) request(ctx context.Context, fullMethod string) *http.Request {
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -130,8 +148,10 @@ func (l *Limiter) request(ctx context.Context, fullMethod string) *http.Request 
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr.String()
 	}
+	// grpc-go decodes no escape of :path: fullMethod is the raw path.
+	path, _ := url.PathUnescape(fullMethod)
 	r := &http.Request{
-		Method: http.MethodPost, URL: &url.URL{Path: fullMethod}, RequestURI: fullMethod,
+		Method: http.MethodPost, URL: &url.URL{Path: path, RawPath: fullMethod}, RequestURI: fullMethod,
 		Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host, RemoteAddr: remote,
 	}
 	return r.WithContext(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,5 +238,48 @@ func TestForgedForwardingIgnored(t *testing.T) {
 	}
 	if admitted != 2 {
 		t.Errorf("%d of 10 calls with forged forwarding admitted, want the peer's burst of 2", admitted)
+	}
+}
+
+// Metadata a rule keys on has one value, as a header has: a call with
+// "x-api-key: rnd<i>" and "x-api-key: victim" was keyed on rnd<i> (10 of
+// 10 admitted on burst 1) while the service could read victim. It is
+// InvalidArgument, and takes nothing.
+func TestRepeatedMetadataRefused(t *testing.T) {
+	client := serve(t, `{"rules": [{"name": "key", "limit_keys": ["header:x-api-key"], "algorithm_config": {"rps": 1, "burst": 1}}]}`, grpclimit.Options{})
+	for _, pairs := range [][]string{
+		{"x-api-key", "rnd", "x-api-key", "victim"},
+		{"x-api-key", "rnd, victim"},
+		{"x-api-key", "rnd", "x_api_key", "victim"},
+	} {
+		for i := range 10 {
+			p := append([]string(nil), pairs...)
+			p[1] += fmt.Sprint(i)
+			ctx := metadata.AppendToOutgoingContext(context.Background(), p...)
+			_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "x-api-key") && !strings.Contains(st.Message(), "X-Api-Key") {
+				t.Fatalf("%q: %v, want InvalidArgument naming the key", p, err)
+			}
+		}
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "victim")
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("the victim's first call after the refusals: %v, want OK (nothing taken)", err)
+	}
+}
+
+// A shadow rule is left out of the RateLimit metadata: it denies nothing.
+func TestShadowRulesLeftOutOfMetadata(t *testing.T) {
+	client := serve(t, `{"rules": [
+		{"name": "trial", "limit_keys": ["ip:address"], "mode": "shadow", "algorithm_config": {"rps": 1, "burst": 1}},
+		{"name": "per-method", "limit_keys": ["path"], "algorithm_config": {"rps": 1, "burst": 10}}]}`, grpclimit.Options{})
+	for i := range 3 {
+		var md metadata.MD
+		if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(md.Get("ratelimit-policy"), md.Get("ratelimit"), md.Get("x-faucet-reason")); got != fmt.Sprintf(`["per-method";q=10;w=10] ["per-method";r=%d;t=0] []`, 9-i) {
+			t.Errorf("call %d: metadata %s", i, got)
+		}
 	}
 }

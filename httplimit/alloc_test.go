@@ -48,3 +48,38 @@ func TestHandlerAllocations(t *testing.T) {
 		})
 	}
 }
+
+// The common case, a path already canonical, costs no allocation.
+func TestCanonicalPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, p := range []string{"/", "/api/v1/items/42", "/a%20b/c"} {
+		if n := testing.AllocsPerRun(100, func() { httplimit.CanonicalPath(p, httplimit.PathOptions{}) }); n != 0 {
+			t.Errorf("CanonicalPath(%q): %v allocations, want 0", p, n)
+		}
+	}
+}
+
+// A rule that matches and keys on the path costs no allocation either, for
+// a path already canonical: the scan that finds it so allocates nothing.
+func TestHandlerAllocationsPathRule(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop a quarter of what is put back")
+	}
+	l, c := newLimiter(t, `{"rules":[{"name":"api","limit_keys":["path"],"match":{"path_prefix":["/api/"]},"algorithm_config":{"rps":1e9,"burst":1e9}}]}`, httplimit.Options{})
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := req("192.0.2.1:1", "/api/v1/items/42%20x")
+	w := httptest.NewRecorder()
+	allocs := testing.AllocsPerRun(100, func() {
+		c.Add(time.Second)
+		clear(w.Header())
+		h.ServeHTTP(w, r)
+	})
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") == "" {
+		t.Fatalf("status %d, RateLimit %q", w.Code, w.Header().Get("RateLimit"))
+	}
+	if allocs != 0 {
+		t.Errorf("%v allocations per admitted request, want 0", allocs)
+	}
+}

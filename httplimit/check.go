@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
@@ -20,7 +21,10 @@ type Result struct {
 	// Allowed reports whether the request may proceed.
 	Allowed bool `json:"allowed"`
 	// Status is 200 when allowed, 429 when a rule denied, 400 when a rule
-	// refused the cost the client sent (cost_out_of_range "reject"), 503 when
+	// refused the cost the client sent (malformed, or out of range with
+	// cost_out_of_range "reject"), could not read one value of a header or
+	// query parameter (ReasonAmbiguousValue) or the path has no canonical
+	// form (ReasonInvalidPath), 503 when
 	// the store failed and a rule that applied has fail_mode "closed".
 	Status int `json:"status"`
 	// Reason is empty, or one of the Reason constants (with the shadow
@@ -29,8 +33,9 @@ type Result struct {
 	// DeniedBy names the rule that denied (or, for a shadow reason, would
 	// have).
 	DeniedBy string `json:"denied_by,omitempty"`
-	// Detail says why a cost was refused (Status 400): the source and the
-	// bound it broke.
+	// Detail says why the request was refused (Status 400): the source and
+	// the bound it broke, the header or parameter without one value, or
+	// what is wrong with the path.
 	Detail string `json:"detail,omitempty"`
 	// RetryAfter is the Retry-After value in seconds, jitter included; 0
 	// when the response carries none.
@@ -84,7 +89,9 @@ type Policy struct {
 
 // Check decides on r under the rules in force, takes the tokens of an
 // admitted request, and returns the decision; it writes nothing. Handler is
-// Check plus the response.
+// Check plus the response. Rules see r's path in its canonical form
+// (CanonicalPath under Options.Paths); a path that has none is refused with
+// 400 and ReasonInvalidPath, and takes no token.
 func (l *Middleware) Check(r *http.Request) Result {
 	return l.check(r, -1, false)
 }
@@ -93,11 +100,44 @@ func (l *Middleware) Check(r *http.Request) Result {
 // direct, RemoteAddr is the client whatever the trusted proxies. The Result
 // is the caller's own.
 func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
+	r, res, ok := l.canonical(r)
+	if !ok {
+		return res
+	}
 	sc := getScratch()
 	defer putScratch(sc)
-	res := l.decide(r, sc, override, direct, false)
+	res = l.decide(r, sc, override, direct, false)
 	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
 	return res
+}
+
+// canonical returns r with the canonical form of its path (r itself when
+// it has it already, else a copy), or the Result refusing it.
+func (l *Middleware) canonical(r *http.Request) (*http.Request, Result, bool) {
+	if u := r.URL; u.RawPath == "" && u.Opaque == "" && decodedCanonical(u.Path, l.opts.paths) {
+		return r, Result{}, true
+	}
+	raw := r.URL.EscapedPath()
+	c, err := CanonicalPath(raw, l.opts.paths)
+	if err != nil {
+		l.opts.invalidPaths.Add(1)
+		var pe *PathError
+		errors.As(err, &pe)
+		return nil, Result{Status: http.StatusBadRequest, Reason: ReasonInvalidPath, Detail: pe.Problem,
+			Policies: []Policy{}, Headers: l.opts.headers}, false
+	}
+	if c == raw && r.URL.Opaque == "" {
+		// Then Path is raw decoded: what the rules are to see.
+		return r, Result{}, true
+	}
+	// As http.StripPrefix does: the caller's request stays as it was.
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.URL = new(url.URL)
+	*r2.URL = *r.URL
+	r2.URL.Opaque = ""
+	r2.URL.Path, r2.URL.RawPath = decodePath(c), c
+	return r2, Result{}, true
 }
 
 // decide is check in sc's memory: the Result's Policies are sc's (unless
@@ -108,11 +148,16 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	set := l.set.Load()
 	q := request{r: r, o: l.opts, sc: sc, direct: direct, borrow: borrow && set.borrow}
 	var appliedBuf [maxTakes]*rule
-	applied := appliedBuf[:0]
+	// unclear[i] is why the i-th applied rule could not read the one value
+	// of a header or parameter its match reads: it refuses the request.
+	var unclearBuf [maxTakes]string
+	applied, unclear := appliedBuf[:0], unclearBuf[:0]
 	for _, g := range set.groups {
 		for _, ru := range g {
-			if ru.matches(&q) {
-				applied = append(applied, ru)
+			ok := ru.matches(&q)
+			why := q.takeBad()
+			if ok || why != "" {
+				applied, unclear = append(applied, ru), append(unclear, why)
 				break
 			}
 		}
@@ -137,15 +182,21 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		// Assigned whole: the policy is the scratch's, not a new one.
 		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
 			Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
-		p.Key = q.key(ru.keys)
-		var why string
-		if override < 0 {
-			p.Cost, why = ru.cost.cost(r, q.params)
-		} else {
-			p.Cost, why = ru.cost.bound(override, false)
+		why, reason := unclear[i], ReasonAmbiguousValue
+		if why == "" {
+			p.Key = q.key(ru.keys)
+			if override < 0 {
+				p.Cost, why = ru.cost.cost(&q)
+			} else {
+				p.Cost, why = ru.cost.bound(override, false)
+			}
+			reason = ReasonInvalidCost
+			if bad := q.takeBad(); bad != "" {
+				why, reason = bad, ReasonAmbiguousValue
+			}
 		}
 		if why != "" {
-			l.refused(&res, ru, p, why, &refuser, i)
+			l.refused(&res, ru, p, reason, why, &refuser, i)
 			continue
 		}
 		if !ru.shadow {
@@ -175,15 +226,15 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 }
 
 // refused records that rule ru (policy p, the i-th applied) refuses the
-// request's cost (cost_out_of_range "reject"). The first enforce rule to
-// refuse decides the request: 400, nothing taken. A shadow rule only reports
-// that it would have refused, and takes nothing.
-func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refuser *int, i int) {
+// request, for reason (ReasonInvalidCost, ReasonAmbiguousValue) and why.
+// The first enforce rule to refuse decides the request: 400, nothing taken.
+// A shadow rule only reports that it would have refused, and takes nothing.
+func (l *Middleware) refused(res *Result, ru *rule, p *Policy, reason, why string, refuser *int, i int) {
 	p.Denied, p.Unknown = true, true
 	if ru.shadow {
 		ru.counters.shadowDenied.Add(1)
 		if res.Reason == "" {
-			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+ReasonInvalidCost
+			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+reason
 		}
 		return
 	}
@@ -192,7 +243,7 @@ func (l *Middleware) refused(res *Result, ru *rule, p *Policy, why string, refus
 		return
 	}
 	*refuser = i
-	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, ReasonInvalidCost, ru.Name
+	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, reason, ru.Name
 	res.Detail = why
 }
 

@@ -45,3 +45,16 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCanonicalPath is what every request pays for its path: the scan
+// of one already canonical, or the rewrite of one that is not.
+func BenchmarkCanonicalPath(b *testing.B) {
+	for _, p := range []string{"/", "/api/v1/items/42", "//api/./v1/%69tems/42"} {
+		b.Run("path="+p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				httplimit.CanonicalPath(p, httplimit.PathOptions{})
+			}
+		})
+	}
+}

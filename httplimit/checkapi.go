@@ -27,8 +27,11 @@ const maxCheckBytes = 64 << 10
 type CheckRequest struct {
 	// IP is the client's address. Trusted proxies do not apply: the caller
 	// is the authority on its client. Empty: the ip:address key is "".
-	IP      string            `json:"ip"`
-	Method  string            `json:"method"`
+	IP     string `json:"ip"`
+	Method string `json:"method"`
+	// Path is the request's path as the client sent it, percent-escapes
+	// and all, without the query; empty means "/". Rules see its canonical
+	// form (CanonicalPath); one that has none is a 400.
 	Path    string            `json:"path"`
 	Headers map[string]string `json:"headers"`
 	Query   map[string]string `json:"query"`
@@ -39,7 +42,9 @@ type CheckRequest struct {
 }
 
 // CheckResponse is the body of a check API response: the Result, and the
-// header fields the service should copy to its response.
+// header fields the service should copy to its response. Policies has every
+// rule that applied; Headers leaves shadow rules out, as Handler does,
+// unless Options.Headers has HeadersShadow.
 type CheckResponse struct {
 	Result
 	Headers map[string]string `json:"headers"`
@@ -72,7 +77,7 @@ func (l *Middleware) CheckHandler() http.Handler {
 			writeBadRequest(w, http.StatusBadRequest, fmt.Sprintf("body must be one JSON object with ip, method, path, headers, query, cost: %v", err))
 			return
 		}
-		req, override, msg := in.request(r)
+		req, override, msg := in.request(r, l.opts.paths)
 		if msg != "" {
 			writeBadRequest(w, http.StatusBadRequest, msg)
 			return
@@ -93,7 +98,7 @@ func (l *Middleware) CheckHandler() http.Handler {
 }
 
 // request builds the http.Request the rules see.
-func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, string) {
+func (in *CheckRequest) request(outer *http.Request, paths PathOptions) (*http.Request, float64, string) {
 	override := -1.0
 	if in.Cost != nil {
 		// A cost of 0 would pass free: the smallest cost is a quantum.
@@ -110,8 +115,9 @@ func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, st
 	if in.Method == "" {
 		in.Method = http.MethodGet
 	}
-	if in.Path == "" {
-		in.Path = "/"
+	path, err := CanonicalPath(in.Path, paths)
+	if err != nil {
+		return nil, 0, "path: " + strconv.Quote(in.Path) + " " + err.(*PathError).Problem + ", so it has no canonical form"
 	}
 	q := url.Values{}
 	for k, v := range in.Query {
@@ -135,7 +141,7 @@ func (in *CheckRequest) request(outer *http.Request) (*http.Request, float64, st
 	}
 	r := (&http.Request{
 		Method:     in.Method,
-		URL:        &url.URL{Path: in.Path, RawQuery: q.Encode()},
+		URL:        &url.URL{Path: decodePath(path), RawPath: path, RawQuery: q.Encode()},
 		Header:     h,
 		RemoteAddr: in.IP,
 	}).WithContext(outer.Context())

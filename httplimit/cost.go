@@ -3,7 +3,6 @@ package httplimit
 import (
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 
 	"github.com/faucetgo/faucet/fixedpoint"
@@ -37,26 +36,33 @@ func newCostSource(r *Rule) costSource {
 }
 
 // cost returns the request's cost under the rule. A header or parameter that
-// is absent, repeated, or not a plain non-negative decimal ("2", "0.5") falls
-// back to default_cost; a decimal too large for a float64 is MaxFloat64, above any
-// burst. A value outside [min_cost, max_cost] is clamped to the nearer bound,
-// or refused: then refused is the problem, naming the source and the bound.
-func (c *costSource) cost(r *http.Request, q func() map[string][]string) (cost float64, refused string) {
+// is absent charges default_cost. One that is not a plain non-negative
+// decimal ("2", "0.5") is refused: "+50", "5e1", "0x32" and " 5" are 50 or 5
+// to some parsers, and an application behind the limiter may charge what it
+// reads. Several values are refused by the reader (q.bad). A decimal too
+// large for a float64 is MaxFloat64, above any burst. A value outside
+// [min_cost, max_cost] is clamped to the nearer bound, or refused. refused
+// is the problem, naming the source.
+func (c *costSource) cost(q *request) (cost float64, refused string) {
 	if c.fixed {
 		return c.value, ""
 	}
-	var vals []string
+	var v string
+	var ok bool
 	if c.kind == kindHeader {
-		vals = r.Header.Values(c.name)
+		v, ok = q.header(c.name)
 	} else {
-		vals = q()[c.name]
+		v, ok = q.param(c.name)
 	}
-	if len(vals) != 1 {
+	if !ok || q.bad != "" {
 		return c.def, ""
 	}
-	x, ok := parseCost(vals[0])
+	x, ok := parseCost(v)
 	if !ok {
-		return c.def, ""
+		if len(v) > 32 {
+			v = v[:32] + "..."
+		}
+		return 0, "the cost in " + c.what() + " " + quote(c.name) + " must be a plain non-negative decimal such as 2 or 0.5, got " + strconv.Quote(v)
 	}
 	return c.bound(x, true)
 }

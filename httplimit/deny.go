@@ -29,7 +29,8 @@ type Denial struct {
 	// that names a client rather than a place: a jwt:<claim>, else a
 	// header:<name>, else a query:<name>; empty when the rule has none.
 	Identity string
-	// Method and Path are the request's.
+	// Method is the request's, Path its path in canonical form, decoded:
+	// what the rules read.
 	Method, Path string
 	// Time is when the decision was made (Options.Now).
 	Time time.Time

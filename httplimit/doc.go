@@ -40,14 +40,42 @@
 // (one bucket for every request the rule applies to). Several keys make one
 // bucket per combination. A request lacking a key (no such
 // header) is limited under the empty value: all such requests share one
-// bucket, so leaving a header out is never a way around a limit. A header or
-// parameter sent twice counts by its first value, the one http.Header.Get and
-// url.Values.Get give the application.
+// bucket, so leaving a header out is never a way around a limit.
+//
+// One value: a header or query parameter that a rule keys on, matches on or
+// reads its cost from must have exactly one value, the one the application
+// behind the limiter reads; otherwise the request is refused with 400,
+// reason ambiguous_value, a problem document naming the header or
+// parameter, and nothing taken. That is: a header sent on several lines; a
+// comma in its value (a list, whose last item a framework may read), except
+// for fields whose syntax has commas (User-Agent, Cookie, Authorization,
+// Referer, the date and Accept fields, Cache-Control, Via and the forwarding
+// fields); another spelling of its name (X_Api_Key, which CGI, WSGI and PHP
+// read as X-Api-Key), even alone; a header the request names in Connection
+// (a proxy drops it, so the application never sees the keyed value); a
+// query parameter given twice (?k=a&k=b, %6B=b), in another case (K, which
+// ASP.NET reads as k), in a spelling PHP folds into it (k.x, "k x" and
+// k[x] for k_x, k[] for k), or a query string with a ";" or a malformed
+// %-escape anywhere (Go drops such pairs, other servers split or decode
+// them). A rule that keys or matches on "method" refuses a request that
+// asks for another method with X-HTTP-Method-Override, X-HTTP-Method,
+// X-Method-Override or a _method query parameter (a _method in a form body
+// is the application's to refuse). A request that no rule reads such a
+// value of is unaffected, and a shadow rule only reports it
+// (shadow_ambiguous_value). Commas in query values are values ("a,b").
 //
 // Match entries: "jwt:<claim>", "header:<name>", "query:<name>", "method",
 // "path" (exact), "path_prefix" (string prefix: write "/api/" to exclude
 // "/apix"). A value is a string or a list of strings (any of them); every
 // entry must hold.
+//
+// Paths: the "path" key and the path matches read the request's path in
+// canonical form (CanonicalPath under Options.Paths), decoded: "//api/x",
+// "/./api/x", "/v/../api/x" and "/%61pi/x" are all "/api/x", as nginx and
+// most frameworks read them, and Handler passes that form on. A path that
+// has no canonical form (%00, a malformed escape, and by default %2F, %5C,
+// "\" and ";") is answered 400 and takes no token; a match value that no
+// canonical path can have is a configuration error.
 //
 // Which rules apply: rules with different limit_keys all apply, and a
 // request must pass every one of them (per user, per tenant, global). Among
@@ -60,13 +88,17 @@
 // or from none (engine.Engine.TakeAllAt): a request denied by one rule costs the
 // others nothing. Shadow rules take their tokens on their own after the
 // decision (only when the request was allowed) and never deny; they show in
-// the headers, in the reason header as "shadow_..." when they would have
-// denied, and in Stats.
+// Stats and Options.OnDeny, and in the header fields (their items, and the
+// reason header as "shadow_..." when they would have denied) only with
+// HeadersShadow: a client that honours the fields would back off for a
+// rule that denies nothing.
 //
 // Cost: "fixed" charges fixed_cost. "header:<name>" and "query:<name>"
 // charge the value sent, which must be a plain non-negative decimal ("3",
-// "0.5"); anything else, or the value sent twice, charges default_cost. The
-// client chooses that value, so it is bounded: a value below min_cost (by
+// "0.5"); none charges default_cost, and anything else ("+5", "5e1",
+// "0x32", " 5", which other parsers read as numbers) is refused with 400,
+// reason invalid_cost (and two values, ambiguous_value). The client chooses
+// that value, so it is bounded: a value below min_cost (by
 // default default_cost, so that a client never pays less than one that sends
 // nothing) or above max_cost (by default none) is clamped to the bound, or,
 // with cost_out_of_range "reject", answered 400 (reason invalid_cost) and
@@ -106,7 +138,8 @@
 //
 // # Responses
 //
-// Every checked response carries, for the rules that applied:
+// Every checked response carries, for the enforce rules that applied (and
+// the shadow ones with HeadersShadow):
 //
 //	RateLimit-Policy: "free";q=20;w=2
 //	RateLimit: "free";r=17;t=0

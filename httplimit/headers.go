@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
 )
 
 // JitteredRetryAfter is the Retry-After of a denial: the longest wait any
@@ -72,66 +73,77 @@ var (
 
 // WriteHeaders sets the rate-limit header fields of the result on h:
 // RateLimit-Policy and RateLimit (draft-10) and, as configured, the legacy
-// fields; on a denial also Retry-After and the reason header.
+// fields; on a denial also Retry-After and the reason header. Shadow rules
+// take part only when Result.Headers has HeadersShadow.
 func (res *Result) WriteHeaders(h http.Header) {
 	res.writeHeaders(h, nil)
 }
 
 // writeHeaders is WriteHeaders, with the rate-limit values from vals.
 func (res *Result) writeHeaders(h http.Header, vals *headerValues) {
-	if len(res.Policies) > 0 {
-		set := res.Headers
-		if set == 0 {
-			set = HeadersDraft
-		}
-		if set&HeadersDraft != 0 {
-			res.writeDraft(h, vals)
-		}
-		if p := res.constrained(); p != nil {
-			for i, bit := range []HeaderSet{HeadersLegacy, HeadersX} {
-				if set&bit == 0 {
-					continue
-				}
-				names := &hdrLegacy[i]
-				h[names[0]] = vals.numberValue(p.Quota)
-				h[names[1]] = vals.numberValue(int64(math.Floor(p.Remaining)))
-				h[names[2]] = vals.numberValue(p.FullIn)
+	set := res.Headers
+	if set&^HeadersShadow == 0 {
+		set |= HeadersDraft
+	}
+	shadow := set&HeadersShadow != 0
+	if set&HeadersDraft != 0 {
+		res.writeDraft(h, vals, shadow)
+	}
+	if p := res.constrained(shadow); p != nil {
+		for i, bit := range []HeaderSet{HeadersLegacy, HeadersX} {
+			if set&bit == 0 {
+				continue
 			}
+			names := &hdrLegacy[i]
+			h[names[0]] = vals.numberValue(p.Quota)
+			h[names[1]] = vals.numberValue(int64(math.Floor(p.Remaining)))
+			h[names[2]] = vals.numberValue(p.FullIn)
 		}
 	}
 	if res.RetryAfter > 0 {
 		h[hdrRetryAfter] = []string{strconv.FormatInt(res.RetryAfter, 10)}
 	}
-	if res.Reason != "" {
+	if res.Reason != "" && (shadow || !strings.HasPrefix(res.Reason, ReasonShadowPrefix)) {
 		h[hdrReason] = []string{res.Reason}
 	}
 }
+
+// shown reports whether the header fields show p: an enforce rule, or a
+// shadow rule with HeadersShadow.
+func (p *Policy) shown(shadow bool) bool { return shadow || p.Mode != ModeShadow }
 
 // tStride places RateLimit values that differ in a t apart: odd, so that
 // consecutive t, like consecutive r, take distinct slots.
 const tStride = 0x9e3779b97f4a7c15
 
-func (res *Result) writeDraft(h http.Header, vals *headerValues) {
+func (res *Result) writeDraft(h http.Header, vals *headerValues, shadow bool) {
 	var buf [256]byte
 	b := buf[:0]
 	var place uint64
 	if len(res.Policies) == 1 && vals == nil {
 		// The precomputed item itself: copied into buf, it would be copied
 		// again into a new string.
-		h[hdrPolicy] = []string{res.Policies[0].policyItem()}
+		if res.Policies[0].shown(shadow) {
+			h[hdrPolicy] = []string{res.Policies[0].policyItem()}
+		}
 	} else {
 		for i := range res.Policies {
-			if i > 0 {
+			if !res.Policies[i].shown(shadow) {
+				continue
+			}
+			if len(b) > 0 {
 				b = append(b, ", "...)
 			}
 			b = append(b, res.Policies[i].policyItem()...)
 		}
-		h[hdrPolicy], place = vals.policyValue(b)
-		b = b[len(b):] // the rest of buf
+		if len(b) > 0 {
+			h[hdrPolicy], place = vals.policyValue(b)
+			b = b[len(b):] // the rest of buf
+		}
 	}
 	for i := range res.Policies {
 		p := &res.Policies[i]
-		if p.Unknown {
+		if p.Unknown || !p.shown(shadow) {
 			continue
 		}
 		if len(b) > 0 {
@@ -155,12 +167,12 @@ func (res *Result) writeDraft(h http.Header, vals *headerValues) {
 
 // constrained is the policy the legacy fields describe: the denying rule,
 // else the enforced rule with the fewest tokens left (the first on a tie),
-// else the shadow rule with the fewest.
-func (res *Result) constrained() *Policy {
+// else, with shadow, the shadow rule with the fewest.
+func (res *Result) constrained(shadow bool) *Policy {
 	var best *Policy
 	for i := range res.Policies {
 		p := &res.Policies[i]
-		if p.Unknown {
+		if p.Unknown || !p.shown(shadow) {
 			continue
 		}
 		if p.Name == res.DeniedBy && p.Mode == ModeEnforce {

@@ -187,3 +187,81 @@ func TestDecodedResultWritesLikeCheck(t *testing.T) {
 		}
 	}
 }
+
+// A shadow rule denies nothing, so it has no place in the fields a client
+// backs off by: with the example rules every response carried
+// `"per-ip";r=0;t=1` of a shadow rule once its bucket was empty, and the
+// shadow reason header. They show only with HeadersShadow.
+func TestShadowRulesLeftOutOfHeaders(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"trial","limit_keys":["ip:address"],"mode":"shadow","algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"per-path","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100}}]}`
+	shadowOnly := `{"rules":[{"name":"trial","limit_keys":["ip:address"],"mode":"shadow","algorithm_config":{"rps":1,"burst":1}}]}`
+	for _, tt := range []struct {
+		name string
+		doc  string
+		set  httplimit.HeaderSet
+		want map[string]string // after the second request, which the shadow rule would deny
+	}{
+		{"default", doc, 0, map[string]string{
+			"RateLimit-Policy": `"per-path";q=100;w=100`, "RateLimit": `"per-path";r=98;t=0`, httplimit.ReasonHeader: ""}},
+		{"legacy", doc, httplimit.HeadersDraft | httplimit.HeadersLegacy | httplimit.HeadersX, map[string]string{
+			"RateLimit-Policy": `"per-path";q=100;w=100`, "RateLimit-Limit": "100", "X-RateLimit-Remaining": "98", httplimit.ReasonHeader: ""}},
+		{"shadow only", shadowOnly, httplimit.HeadersDraft | httplimit.HeadersLegacy, map[string]string{
+			"RateLimit-Policy": "", "RateLimit": "", "RateLimit-Limit": "", httplimit.ReasonHeader: ""}},
+		{"opted in", doc, httplimit.HeadersShadow | httplimit.HeadersDraft | httplimit.HeadersLegacy, map[string]string{
+			"RateLimit-Policy": `"trial";q=1;w=1, "per-path";q=100;w=100`, "RateLimit": `"trial";r=0;t=1, "per-path";r=98;t=0`,
+			"RateLimit-Limit": "100", httplimit.ReasonHeader: "shadow_token_bucket_exceeded"}},
+	} {
+		l, _ := newLimiter(t, tt.doc, httplimit.Options{Headers: tt.set})
+		serve(l, req("192.0.2.1:1", "/"))
+		w := serve(l, req("192.0.2.1:1", "/"))
+		if w.Code != 200 {
+			t.Errorf("%s: %d, want 200", tt.name, w.Code)
+		}
+		checkHeaders(t, tt.name, w, tt.want)
+		if st := l.Stats()[0]; st.ShadowDenied != 1 {
+			t.Errorf("%s: stats %+v, want the would-be denial counted", tt.name, st)
+		}
+		// Check, the check API and WriteHeaders on a Result follow the
+		// same set.
+		h := http.Header{}
+		res := l.Check(req("192.0.2.1:1", "/"))
+		res.WriteHeaders(h)
+		if got, want := strings.Contains(h.Get("RateLimit-Policy"), "trial"), tt.set&httplimit.HeadersShadow != 0; got != want {
+			t.Errorf("%s: Check's RateLimit-Policy %q", tt.name, h.Get("RateLimit-Policy"))
+		}
+		cw := httptest.NewRecorder()
+		l.CheckHandler().ServeHTTP(cw, httptest.NewRequest("POST", "/", strings.NewReader(`{"ip":"192.0.2.1"}`)))
+		var out httplimit.CheckResponse
+		json.Unmarshal(cw.Body.Bytes(), &out)
+		if got, want := strings.Contains(out.Headers["RateLimit"], "trial"), tt.set&httplimit.HeadersShadow != 0; got != want {
+			t.Errorf("%s: the check API's headers %q", tt.name, out.Headers)
+		}
+		if len(out.Policies) == 0 || out.Policies[0].Name != "trial" {
+			t.Errorf("%s: the check API's policies %+v, want the shadow rule's (for the caller)", tt.name, out.Policies)
+		}
+	}
+}
+
+// "1 tokens per second" read wrong in every 429 of a rule of rate 1.
+func TestProblemDetailCountsTokens(t *testing.T) {
+	for _, tt := range []struct {
+		rate, burst float64
+		want        string
+	}{
+		{1, 1, `Rule "r" allows 1 token per second with bursts of 1; retry after`},
+		{0.5, 1, `Rule "r" allows 0.5 tokens per second with bursts of 1; retry after`},
+		{2, 2, `Rule "r" allows 2 tokens per second with bursts of 2; retry after`},
+	} {
+		l, _ := newRuleLimiter(t, httplimit.Options{}, httplimit.Rule{Name: "r", LimitKeys: []string{"global"}, Rate: tt.rate, Burst: tt.burst})
+		var w *httptest.ResponseRecorder
+		for range 3 {
+			w = serve(l, req("192.0.2.1:1", "/"))
+		}
+		var p httplimit.Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 429 || !strings.HasPrefix(p.Detail, tt.want) {
+			t.Errorf("rate %v: %d %q, want %q...", tt.rate, w.Code, p.Detail, tt.want)
+		}
+	}
+}

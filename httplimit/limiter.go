@@ -30,6 +30,12 @@ const (
 	// HeadersX writes the same three fields as X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset.
 	HeadersX
+	// HeadersShadow adds shadow rules to the fields above, and writes the
+	// reason header of an allowed request that a shadow rule would have
+	// denied. Without it a shadow rule reports only in Stats and OnDeny: a
+	// client that honours the fields would otherwise back off for a rule
+	// that denies nothing. With no other bit, it means HeadersDraft too.
+	HeadersShadow
 )
 
 // ReasonHeader names the header that says why a request was denied, or which
@@ -46,9 +52,18 @@ const (
 	// ReasonStoreUnavailable: the store failed and a rule that applied has
 	// fail_mode "closed" (503).
 	ReasonStoreUnavailable = "store_unavailable"
-	// ReasonInvalidCost: the cost the client sent is outside a rule's
-	// min_cost and max_cost, and the rule refuses it (400).
+	// ReasonInvalidCost: the cost the client sent is not a plain
+	// non-negative decimal, or is outside a rule's min_cost and max_cost
+	// and the rule refuses it (400).
 	ReasonInvalidCost = "invalid_cost"
+	// ReasonInvalidPath: the request's path has no canonical form
+	// (CanonicalPath), so no rule can tell which resource it names (400).
+	ReasonInvalidPath = "invalid_path"
+	// ReasonAmbiguousValue: a header or query parameter that a rule keys,
+	// matches or reads a cost from has no single value: it is sent twice,
+	// as a list or under another spelling, or the method a rule reads is
+	// overridden (400; see Limit keys in the package documentation).
+	ReasonAmbiguousValue = "ambiguous_value"
 	// ReasonShadowPrefix prefixes the reason a shadow rule would have
 	// denied with; the request itself was allowed.
 	ReasonShadowPrefix = "shadow_"
@@ -60,6 +75,7 @@ type Options struct {
 	// owned (and closed) by the Middleware.
 	Store engine.Store
 	// Headers selects the header fields written; 0 means HeadersDraft.
+	// Shadow rules are left out of them unless it has HeadersShadow.
 	Headers HeaderSet
 	// TrustedProxies are the networks of the proxies in front of the
 	// limiter. Only when RemoteAddr is in one of them is the forwarding
@@ -95,6 +111,9 @@ type Options struct {
 	// New and Reload reject such rules unless they set
 	// InsecureUnverifiedJWT (see the package documentation).
 	JWT JWTVerifier
+	// Paths chooses how request paths are made canonical (CanonicalPath)
+	// before any rule reads them; a path that cannot be is refused with 400.
+	Paths PathOptions
 }
 
 // options is Options with defaults applied.
@@ -111,6 +130,8 @@ type options struct {
 	onDeny         func(Denial)
 	jwt            JWTVerifier
 	jwtRejected    jwtCounters
+	paths          PathOptions
+	invalidPaths   atomic.Uint64 // requests refused for their path
 }
 
 func (o Options) resolve() (*options, error) {
@@ -118,10 +139,11 @@ func (o Options) resolve() (*options, error) {
 		ipv6Prefix: o.IPv6Prefix, ipv4Prefix: o.IPv4Prefix}
 	r.jwt = o.JWT
 	r.onDeny = o.OnDeny
-	if r.headers == 0 {
-		r.headers = HeadersDraft
+	r.paths = o.Paths
+	if r.headers&^HeadersShadow == 0 {
+		r.headers |= HeadersDraft
 	}
-	if r.headers&^(HeadersDraft|HeadersLegacy|HeadersX) != 0 {
+	if r.headers&^(HeadersDraft|HeadersLegacy|HeadersX|HeadersShadow) != 0 {
 		return nil, fmt.Errorf("httplimit: Options.Headers has unknown bits %#x", uint8(r.headers))
 	}
 	switch o.ForwardedHeader {
@@ -405,6 +427,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	var p problems
 	validate(rules, &p)
 	validateJWT(rules, o.jwt != nil, &p)
+	validatePaths(rules, o.paths, &p)
 	return rules, p.err()
 }
 

@@ -14,17 +14,24 @@ import "net/http"
 // to a store other than NewMemoryStore's, which may keep them (each is then
 // its own string); claims verified by Options.JWT, an unverified payload
 // with escapes or bytes that are not UTF-8, or a claim that is an object or
-// an array (decoded into Claims); query parameters (URL.Query); the
-// forwarding header of a trusted proxy; keys and token over 16 KiB in all;
-// more than 8 rules that apply; a denial, and a shadow rule's would-deny.
+// an array (decoded into Claims); a query parameter's %-escapes; the
+// forwarding header of a trusted proxy; a path not in canonical form (the
+// request is copied with the canonical one); keys and token over 16 KiB in
+// all; more than 8 rules that apply; a denial or refusal, and a shadow
+// rule's would-deny.
 //
 // The values of the rate-limit fields are shared by the responses that
 // carry the same text: next may replace a field (Header.Set, Header.Del,
 // Header.Add) but must not write into its slice (Header()[name][0] = ...).
 func (l *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, res, ok := l.canonical(r)
+		if !ok {
+			res.WriteProblem(w)
+			return
+		}
 		sc := getScratch()
-		res := l.decide(r, sc, -1, false, true)
+		res = l.decide(r, sc, -1, false, true)
 		if !res.Allowed {
 			res.WriteProblem(w)
 			putScratch(sc)

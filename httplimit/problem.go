@@ -31,6 +31,9 @@ func (res *Result) Problem() *Problem {
 	case res.Status == http.StatusServiceUnavailable:
 		return &Problem{Type: "about:blank", Title: "Service Unavailable", Status: res.Status,
 			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
+	case res.Reason == ReasonInvalidPath:
+		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
+			Detail: fmt.Sprintf("The request path %s; it has no canonical form, so no rate limit could tell which resource it names.", res.Detail), Reason: res.Reason}
 	case res.Status == http.StatusBadRequest:
 		return &Problem{Type: "about:blank", Title: "Bad Request", Status: res.Status,
 			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.Detail), Reason: res.Reason}
@@ -43,7 +46,7 @@ func (res *Result) Problem() *Problem {
 	}
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
 		ViolatedPolicies: []string{res.DeniedBy}, Reason: res.Reason}
-	limit := fmt.Sprintf("Rule %q allows %s tokens per second with bursts of %s", res.DeniedBy, num(denier.Rate), num(denier.Burst))
+	limit := fmt.Sprintf("Rule %q allows %s per second with bursts of %s", res.DeniedBy, tokens(denier.Rate), num(denier.Burst))
 	if res.Reason == ReasonCostExceedsBurst {
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
 	} else {
@@ -70,3 +73,11 @@ func (res *Result) WriteProblem(w http.ResponseWriter) {
 }
 
 func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// tokens is x tokens in words: "1 token", "0.5 tokens", "10 tokens".
+func tokens(x float64) string {
+	if x == 1 {
+		return "1 token"
+	}
+	return num(x) + " tokens"
+}

@@ -3,7 +3,6 @@ package httplimit
 import (
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 )
@@ -25,8 +24,9 @@ type request struct {
 	// from it (claims is then nil).
 	payload []byte
 	jwt     bool
-	query   url.Values
-	qDone   bool
+	// bad is why a value the rules read has no single value (see
+	// header); decide takes it after each rule.
+	bad string
 }
 
 func (q *request) clientKey() string {
@@ -89,14 +89,6 @@ func (q *request) claim(name string) (string, bool) {
 	return q.text(v), true
 }
 
-func (q *request) params() map[string][]string {
-	if !q.qDone {
-		q.qDone = true
-		q.query = q.r.URL.Query()
-	}
-	return q.query
-}
-
 // value is the request's value for one key; ok is false when it lacks it.
 func (q *request) value(k keySpec) (string, bool) {
 	switch k.kind {
@@ -104,22 +96,13 @@ func (q *request) value(k keySpec) (string, bool) {
 		ip := q.clientKey()
 		return ip, ip != ""
 	case kindHeader:
-		vals := q.r.Header.Values(k.name)
-		if len(vals) == 0 {
-			return "", false
-		}
-		// The first line, which is what http.Header.Get gives the handler.
-		return vals[0], true
+		return q.header(k.name)
 	case kindQuery:
-		vals := q.params()[k.name]
-		if len(vals) == 0 {
-			return "", false
-		}
-		return vals[0], true
+		return q.param(k.name)
 	case kindPath:
 		return q.r.URL.Path, true
 	case kindMethod:
-		return q.r.Method, true
+		return q.method(), true
 	case kindJWT:
 		return q.claim(k.name)
 	case kindGlobal:
@@ -167,20 +150,6 @@ func (m *matcher) holds(q *request) bool {
 			}
 		}
 		return false
-	case kindHeader:
-		for _, got := range q.r.Header.Values(m.spec.name) {
-			if m.has(got) {
-				return true
-			}
-		}
-		return false
-	case kindQuery:
-		for _, got := range q.params()[m.spec.name] {
-			if m.has(got) {
-				return true
-			}
-		}
-		return false
 	}
 	got, ok := q.value(m.spec)
 	return ok && m.has(got)
@@ -195,11 +164,23 @@ func (m *matcher) has(v string) bool {
 	return false
 }
 
+// matches reports whether every entry of the rule's match holds. When one
+// has no single value to compare (q.bad) and every other entry holds, it
+// leaves q.bad set: whether the rule applies is then the client's choice.
 func (r *rule) matches(q *request) bool {
+	bad := ""
 	for i := range r.match {
-		if !r.match[i].holds(q) {
+		ok := r.match[i].holds(q)
+		if why := q.takeBad(); why != "" {
+			if bad == "" {
+				bad = why
+			}
+			continue
+		}
+		if !ok {
 			return false
 		}
 	}
-	return true
+	q.bad = bad
+	return bad == ""
 }

@@ -36,7 +36,8 @@ type Rule struct {
 	// multiple of 0.001, and at most Burst.
 	FixedCost float64
 	// DefaultCost is the cost when the cost header or query parameter is
-	// absent, repeated, or not a plain non-negative decimal; 0 means 1.
+	// absent (a value that is not a plain non-negative decimal is refused);
+	// 0 means 1.
 	DefaultCost float64
 	// MinCost and MaxCost bound the cost a client sends (CostSource
 	// "header:<name>" or "query:<name>"; with "fixed" they must be 0).
@@ -53,7 +54,8 @@ type Rule struct {
 	// "path_prefix") has one of the listed values. Empty: every request.
 	Match map[string][]string
 	// Mode is "enforce" (the default) or "shadow": a shadow rule takes
-	// tokens and reports headers and metrics, but never denies.
+	// tokens and reports in Stats and Options.OnDeny (in the header fields
+	// only with HeadersShadow), but never denies.
 	Mode string
 	// FailMode is what a store error does to a request this rule applies
 	// to: "open" (the default) admits it, "closed" answers 503.

@@ -13,6 +13,11 @@ import (
 	"github.com/faucetgo/faucet/httplimit"
 )
 
+// A cost the client sends is a plain decimal or nothing: "+5", "1e1",
+// "0x10" and " 5" are numbers to other parsers (strconv.Atoi, JavaScript's
+// Number, PHP), so an application behind the limiter could charge 16 for
+// what the limiter took as default_cost. They used to pass at default_cost;
+// they are refused, as two values are.
 func TestCostSources(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"h","limit_keys":["path"],"match":{"path":"/h"},"algorithm_config":{"rps":1,"burst":100,"cost_source":"header:X-Weight","default_cost":2}},
@@ -21,31 +26,51 @@ func TestCostSources(t *testing.T) {
 	for _, tt := range []struct {
 		target  string
 		headers []string
-		want    string // RateLimit after one request from a full bucket
+		want    string // RateLimit after one request from a full bucket, or the reason of a 400
 	}{
 		{"/h", []string{"X-Weight", "5"}, `"h";r=95;t=0`},
 		// Below min_cost, which defaults to default_cost: clamped to it.
 		{"/h", []string{"X-Weight", "0.5"}, `"h";r=98;t=0`},
 		{"/h", []string{"X-Weight", "0"}, `"h";r=98;t=0`},
 		{"/h", nil, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "abc"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "-1"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "+5"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "1e1"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "0x10"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "NaN"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "Inf"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "5."}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", ".5"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "5,5"}, `"h";r=98;t=0`},
-		{"/h", []string{"X-Weight", "1", "X-Weight", "1"}, `"h";r=98;t=0`},
+		{"/h", []string{"X-Weight", "abc"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "-1"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "+5"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "+50"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "1e1"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "5e1"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "0x10"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "0x32"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "NaN"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "Inf"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "5."}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", ".5"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", ""}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "5_0"}, httplimit.ReasonInvalidCost},
+		{"/h", []string{"X-Weight", "5,5"}, httplimit.ReasonAmbiguousValue},
+		{"/h", []string{"X-Weight", "1", "X-Weight", "1"}, httplimit.ReasonAmbiguousValue},
+		{"/h", []string{"X_Weight", "50"}, httplimit.ReasonAmbiguousValue},
 		{"/q?w=4", nil, `"q";r=96;t=0`},
-		{"/q?w=four", nil, `"q";r=97;t=0`},
-		{"/q?w=1&w=1", nil, `"q";r=97;t=0`},
+		{"/q?w=four", nil, httplimit.ReasonInvalidCost},
+		{"/q?w=%2B50", nil, httplimit.ReasonInvalidCost},
+		{"/q?w=+5", nil, httplimit.ReasonInvalidCost}, // " 5"
+		{"/q?w=1&w=1", nil, httplimit.ReasonAmbiguousValue},
+		{"/q?W=50", nil, httplimit.ReasonAmbiguousValue},
 		{"/f", []string{"X-Weight", "50"}, `"f";r=93;t=0`},
 	} {
 		l, _ := newLimiter(t, doc, httplimit.Options{})
 		w := serve(l, req("192.0.2.1:1", tt.target, tt.headers...))
+		if !strings.HasPrefix(tt.want, `"`) {
+			var p httplimit.Problem
+			err := json.Unmarshal(w.Body.Bytes(), &p)
+			if w.Code != 400 || err != nil || p.Reason != tt.want || w.Header().Get(httplimit.ReasonHeader) != tt.want {
+				t.Errorf("%s %q: %d %s, want 400 %s", tt.target, tt.headers, w.Code, w.Body, tt.want)
+			}
+			if st := l.Stats(); st[0].Refused+st[1].Refused != 1 {
+				t.Errorf("%s %q: stats %+v, want one refusal", tt.target, tt.headers, st)
+			}
+			continue
+		}
 		if got := w.Header().Get("RateLimit"); got != tt.want || w.Code != 200 {
 			t.Errorf("%s %q: %d %s, want 200 %s", tt.target, tt.headers, w.Code, got, tt.want)
 		}
@@ -126,7 +151,9 @@ func TestShadowModeNeverDenies(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"trial","limit_keys":["ip:address"],"mode":"shadow","algorithm_config":{"rps":1,"burst":2}},
 	 {"name":"per-path","limit_keys":["path"],"algorithm_config":{"rps":1,"burst":100}}]}`
-	l, _ := newLimiter(t, doc, httplimit.Options{})
+	// HeadersShadow: the shadow rule's items show (TestShadowRulesLeftOutOfHeaders
+	// has the default).
+	l, _ := newLimiter(t, doc, httplimit.Options{Headers: httplimit.HeadersShadow})
 	for i := range 5 {
 		w := serve(l, req("192.0.2.1:1", "/"))
 		if w.Code != 200 {

@@ -40,8 +40,9 @@ type RuleStats struct {
 	Denied uint64
 	// ShadowDenied counts requests a shadow rule would have denied.
 	ShadowDenied uint64
-	// Refused counts requests the rule answered 400 for a cost outside its
-	// min_cost and max_cost.
+	// Refused counts requests the rule answered 400: a cost that is
+	// malformed or outside its min_cost and max_cost (invalid_cost), or a
+	// value it reads without a single value (ambiguous_value).
 	Refused uint64
 	// FailedOpen and FailedClosed count requests the store could not decide,
 	// admitted (fail_mode open) or answered 503.

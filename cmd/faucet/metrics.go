@@ -29,7 +29,7 @@ type metrics struct {
 	tunnelsOpen    prometheus.Gauge
 	tunnelsClosed  *prometheus.CounterVec
 
-	decisions, live, evictions, overflow, jwtRejected *prometheus.Desc
+	decisions, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
 	// The rate-limit service's request-carried limits.
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
@@ -69,7 +69,7 @@ func newMetrics() *metrics {
 			Help: "Upgraded connections ended, by reason: duration (--upgrade-max-duration), idle (--upgrade-idle-timeout), bytes (--upgrade-max-bytes), closed (by the client or the upstream).",
 		}, []string{"reason"}),
 		decisions: prometheus.NewDesc("faucet_decisions_total",
-			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (a client's cost outside min_cost and max_cost, 400), failed_open and failed_closed (the store failed).",
+			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (400: a client's cost malformed or outside min_cost and max_cost, or a header or query parameter the rule reads sent with several values), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
 		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
 		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),
@@ -85,6 +85,9 @@ func newMetrics() *metrics {
 			"Request-carried limits unbound, their buckets full again: idle for 10 minutes, or the least recently used when a new one needed its domain's room.", nil, nil),
 		rlsOverridesRefused: prometheus.NewDesc("faucet_rls_overrides_refused_total",
 			"Rate-limit service requests answered OVER_LIMIT because their new request-carried limit found no room in its domain's share.", nil, nil),
+		invalidPaths: prometheus.NewDesc("faucet_invalid_paths_total",
+			"Requests answered 400 because their path has no canonical form (%00, a malformed escape, and unless the --path flags allow them %2F, %5C, \\, ;); they take no token.",
+			nil, nil),
 	}
 	for i, name := range rateLimitStats {
 		m.rateLimit[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
@@ -165,6 +168,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.rlsOverrides
 	ch <- m.rlsOverridesEvicted
 	ch <- m.rlsOverridesRefused
+	ch <- m.invalidPaths
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -210,6 +214,7 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 		{"not_yet_valid", j.NotYetValid}, {"claims", j.Claims}, {"other", j.Other}} {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
+	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
 }
 
 // emitRateLimit sends one key's counters under envoyproxy/ratelimit's names.

@@ -51,6 +51,7 @@ type serveConfig struct {
 	rls             rlsFlags
 	rulesDB         rulesDBFlags
 	audit           auditFlags
+	paths           httplimit.PathOptions
 	// rlsLoaded is the rate-limit service's configuration read at start.
 	rlsLoaded *rlsConfig
 }
@@ -76,6 +77,9 @@ are served on a separate admin listener (--admin-listen, loopback by default)
 with its own /healthz, never on the public one: there a request for
 /metrics is proxied like any other with --upstream, and 404 without. SIGHUP,
 or a change to FILE, reloads the rules; buckets of unchanged rules are kept.
+Rules read a request's path in one canonical form, which the upstream is
+sent too: unreserved escapes decoded once, slashes merged, dot segments
+removed; a path that has none (%00, a bad escape, %2F, %5C, \, ;) gets 400.
 SIGINT or SIGTERM shuts down gracefully. A bad rules file is reported in full
 and exits with status 2. Logs go to stderr; an error that repeats (a store
 that is down, an upstream that fails) is logged once, then at most once
@@ -156,7 +160,7 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.rules, "rules", "", "rules `FILE` (JSON); default: per-ip, 5 rps, burst 10")
 	fs.StringVar(&cfg.upstream, "upstream", "", "proxy allowed requests to this `URL`; without it, serve the check API")
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "listen `ADDR`ess (empty, with --rls: no HTTP listener)")
-	fs.StringVar(&cfg.headers, "headers", "draft", "rate-limit header fields: a comma list of draft, legacy, x")
+	fs.StringVar(&cfg.headers, "headers", "draft", "rate-limit header fields: a comma list of draft, legacy, x, and shadow to add shadow rules to them (left out by default: they deny nothing)")
 	fs.StringVar(&cfg.trustedProxies, "trusted-proxies", "", "comma list of `CIDR`s whose forwarding header is believed")
 	fs.StringVar(&cfg.forwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&cfg.ipv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
@@ -169,6 +173,10 @@ func serveFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.StringVar(&cfg.metricsPath, "metrics-path", defaultMetricsPath, "path of the Prometheus metrics on the admin listener (empty: none)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "log lines on stderr as text (key=value) or json")
 	fs.BoolVar(&cfg.validate, "validate", false, "check the rules file, report, and exit (0 valid, 2 invalid)")
+	fs.BoolVar(&cfg.paths.KeepEncodedSlashes, "path-keep-encoded-slashes", false, "accept %2F, %5C and \\ in a path as data within a segment (default: 400)")
+	fs.BoolVar(&cfg.paths.AllowSemicolons, "path-allow-semicolons", false, "accept ; and %3B in a path (default: 400)")
+	fs.BoolVar(&cfg.paths.FoldCase, "path-fold-case", false, "fold a path to lower case before the rules read it and the upstream gets it")
+	fs.BoolVar(&cfg.paths.TrimTrailingSlash, "path-trim-trailing-slash", false, "remove a path's trailing slash before the rules read it and the upstream gets it")
 	cfg.http.register(fs)
 	cfg.redis.register(fs)
 	cfg.postgres.register(fs)
@@ -247,7 +255,7 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 // options turns the flags into httplimit.Options, listing every problem.
 func (cfg *serveConfig) options() (httplimit.Options, []string) {
 	var problems []string
-	opts := httplimit.Options{ForwardedHeader: cfg.forwardedHeader, IPv6Prefix: cfg.ipv6Prefix, JitterSeed: cfg.jitterSeed}
+	opts := httplimit.Options{ForwardedHeader: cfg.forwardedHeader, IPv6Prefix: cfg.ipv6Prefix, JitterSeed: cfg.jitterSeed, Paths: cfg.paths}
 	for h := range strings.SplitSeq(cfg.headers, ",") {
 		switch strings.TrimSpace(h) {
 		case "draft":
@@ -256,8 +264,10 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 			opts.Headers |= httplimit.HeadersLegacy
 		case "x":
 			opts.Headers |= httplimit.HeadersX
+		case "shadow":
+			opts.Headers |= httplimit.HeadersShadow
 		default:
-			problems = append(problems, fmt.Sprintf("--headers: unknown set %q; use draft, legacy, x", h))
+			problems = append(problems, fmt.Sprintf("--headers: unknown set %q; use draft, legacy, x, shadow", h))
 		}
 	}
 	if cfg.trustedProxies != "" {

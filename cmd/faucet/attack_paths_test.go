@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rawGet sends GET target on a connection of its own, byte for byte as
+// given (Go's client would clean the path first), and returns the status.
+func rawGet(t *testing.T, addr, target string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: faucet\r\nConnection: close\r\n\r\n", target)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", target, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// pathRecorder is an upstream that records the request targets it gets.
+type pathRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *pathRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.seen = append(p.seen, r.RequestURI)
+	p.mu.Unlock()
+}
+
+func (p *pathRecorder) paths() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.seen...)
+}
+
+// Spellings of one path that a server resolving dot segments, merging
+// slashes and decoding escapes reads as /api/x took a bucket each, or
+// none: the limiter matched the raw path. Now every one is limited as
+// /api/x, or refused, and the upstream only ever gets /api/x.
+func TestAttackNonCanonicalPaths(t *testing.T) {
+	rec := &pathRecorder{}
+	up := httptest.NewServer(rec)
+	defer up.Close()
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.json")
+	writeRules(t, rules, `{"rules":[
+	  {"name":"api","limit_keys":["ip:address"],"match":{"path_prefix":["/api/"]},"algorithm_config":{"rps":0.001,"burst":3}},
+	  {"name":"items","limit_keys":["path"],"match":{"method":["POST"]},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules, "--upstream", up.URL)
+
+	spellings := []string{"/api/x", "//api/x", "/./api/x", "/x/../api/x", "/%2e/api/x", "/%2E%2E/api/x", "///api/x",
+		"/api/../api/x", "/.//api/x", "/z/%2e%2e/api/x", "/%2fapi/x", "/%61pi/x", "/api//x", "/api/./x", `/\api/x`, "/;/api/x",
+		"http://faucet/%2e/api/x", "*"}
+	codes := map[int]int{}
+	for _, s := range spellings {
+		codes[rawGet(t, p.addr, s)]++
+	}
+	t.Logf("%d spellings of /api/x: statuses %v; the upstream got %q", len(spellings), codes, rec.paths())
+	if codes[200] > 3 {
+		t.Errorf("%d of %d spellings of /api/x admitted, want at most 3 (the burst)", codes[200], len(spellings))
+	}
+	if codes[200]+codes[429]+codes[400] != len(spellings) {
+		t.Errorf("statuses %v, want only 200, 429 and 400", codes)
+	}
+	for _, got := range rec.paths() {
+		if got != "/api/x" {
+			t.Errorf("the upstream got %q, want only /api/x", got)
+		}
+	}
+	if n := metric(t, p, "faucet_invalid_paths_total"); n != float64(codes[400]) {
+		t.Errorf("faucet_invalid_paths_total %v, want %d (the 400s)", n, codes[400])
+	}
+
+	// A rule keyed on the path: one bucket for every spelling.
+	items := []string{"/items", "//items", "/./items", "/%69tems", "/x/../items", "/%2e/items"}
+	admitted := 0
+	for _, s := range items {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: faucet\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", s)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("POST %s: %v", s, err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			admitted++
+		}
+	}
+	t.Logf("%d spellings of /items under a path key of burst 1: %d admitted", len(items), admitted)
+	if admitted != 1 {
+		t.Errorf("%d of %d spellings of /items admitted, want 1", admitted, len(items))
+	}
+}
+
+// The path flags: what the rules read is what the upstream gets.
+func TestServePathFlags(t *testing.T) {
+	rec := &pathRecorder{}
+	up := httptest.NewServer(rec)
+	defer up.Close()
+	p := startServe(t, "--upstream", up.URL, "--path-fold-case", "--path-trim-trailing-slash",
+		"--path-keep-encoded-slashes", "--path-allow-semicolons")
+	for _, s := range []string{"/API/X/", "/a%2fb;c", `/a\b`} {
+		if code := rawGet(t, p.addr, s); code != http.StatusOK {
+			t.Errorf("GET %s: %d, want 200", s, code)
+		}
+	}
+	want := []string{"/api/x", "/a%2Fb;c", "/a%5Cb"}
+	if got := rec.paths(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the upstream got %q, want %q", got, want)
+	}
+}

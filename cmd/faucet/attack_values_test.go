@@ -1,0 +1,196 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// valueRules key one rule on a header, one on a query parameter, limit
+// POSTs by method, and read a cost from a header (one bucket per path);
+// every bucket holds 1 token (the cost rule's 10) and refills in 1000 s.
+const valueRules = `{"rules":[
+ {"name":"per-key","limit_keys":["header:x-api-key"],"match":{"path_prefix":"/h/"},"algorithm_config":{"rps":0.001,"burst":1}},
+ {"name":"per-param","limit_keys":["query:k"],"match":{"path_prefix":"/q/"},"algorithm_config":{"rps":0.001,"burst":1}},
+ {"name":"posts","limit_keys":["ip:address"],"match":{"path_prefix":"/m/","method":"POST"},"algorithm_config":{"rps":0.001,"burst":1}},
+ {"name":"weighted","limit_keys":["path"],"match":{"path_prefix":"/c/"},"algorithm_config":{"rps":0.01,"burst":10,"cost_source":"header:x-cost"}}]}`
+
+// Two values for a limit key: faucet keyed "X-Api-Key: rnd<i>" followed by
+// "X-Api-Key: victim" on rnd<i> and forwarded both, so an upstream reading
+// the last line served 10 of 10 on the victim's key with a burst of 1.
+// Each shape that lets the upstream read another value than the limiter is
+// now answered 400 ambiguous_value (a malformed cost 400 invalid_cost)
+// and none reaches the upstream.
+func TestAttackRepeatedKeyValues(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "upstream")
+	}))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, valueRules)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL)
+
+	// Each request carries a fresh value (rnd<shape>-<i>), so that on a
+	// build that keys on it every request finds a full bucket.
+	shapes := []struct {
+		name, method, target string
+		headers              []string
+		reason               string
+	}{
+		{"two lines", "GET", "/h/x", []string{"X-Api-Key", "RND", "X-Api-Key", "victim"}, "ambiguous_value"},
+		{"comma list", "GET", "/h/x", []string{"X-Api-Key", "RND, victim"}, "ambiguous_value"},
+		{"underscore", "GET", "/h/x", []string{"X-Api-Key", "RND", "X_Api_Key", "victim"}, "ambiguous_value"},
+		{"underscore alone", "GET", "/h/x?i=RND", []string{"X_Api_Key", "victim"}, "ambiguous_value"},
+		{"hop-by-hop", "GET", "/h/x", []string{"X-Api-Key", "RND", "Connection", "X-Api-Key"}, "ambiguous_value"},
+		{"repeated param", "GET", "/q/x?k=RND&k=victim", nil, "ambiguous_value"},
+		{"param case", "GET", "/q/x?k=RND&K=victim", nil, "ambiguous_value"},
+		{"param semicolon", "GET", "/q/x?k=RND;k=victim", nil, "ambiguous_value"},
+		{"param bad escape", "GET", "/q/x?k=RND&k%zz=victim", nil, "ambiguous_value"},
+		{"param php array", "GET", "/q/x?k=RND&k[]=victim", nil, "ambiguous_value"},
+		{"method override", "GET", "/m/x", []string{"X-HTTP-Method-Override", "POST"}, "ambiguous_value"},
+		{"cost plus", "GET", "/c/RND", []string{"X-Cost", "+50"}, "invalid_cost"},
+		{"cost exponent", "GET", "/c/RND", []string{"X-Cost", "5e1"}, "invalid_cost"},
+		{"cost hex", "GET", "/c/RND", []string{"X-Cost", "0x32"}, "invalid_cost"},
+		{"cost twice", "GET", "/c/RND", []string{"X-Cost", "1", "X-Cost", "50"}, "ambiguous_value"},
+	}
+	for si, s := range shapes {
+		before := hits.Load()
+		admitted, denied, refused := 0, 0, 0
+		for i := range 10 {
+			rnd := fmt.Sprintf("rnd%d-%d", si, i)
+			headers := slices.Clone(s.headers)
+			for j := range headers {
+				headers[j] = strings.ReplaceAll(headers[j], "RND", rnd)
+			}
+			resp, body := sendLines(t, s.method, p.url(strings.ReplaceAll(s.target, "RND", rnd)), headers...)
+			switch {
+			case resp.StatusCode == 200:
+				admitted++
+			case resp.StatusCode == 429:
+				denied++
+			case resp.StatusCode == 400 && resp.Header.Get("X-Faucet-Reason") == s.reason && strings.Contains(body, `"reason":"`+s.reason+`"`):
+				refused++
+			default:
+				t.Errorf("%s %d: %d %q", s.name, i, resp.StatusCode, body)
+			}
+		}
+		reached := hits.Load() - before
+		t.Logf("%s: of 10, %d admitted (%d reached the upstream), %d denied, %d refused with 400 %s", s.name, admitted, reached, denied, refused, s.reason)
+		if admitted != 0 || reached != 0 || refused != 10 {
+			t.Errorf("%s: %d of 10 admitted, %d reached the upstream; want all 10 refused with 400 %s", s.name, admitted, reached, s.reason)
+		}
+	}
+	// Nothing was taken from the victim: its one token is still there,
+	// and the limit still holds for it.
+	if resp, _ := get(t, p.url("/h/x"), "X-Api-Key", "victim"); resp.StatusCode != 200 {
+		t.Errorf("the victim's first request: %d, want 200", resp.StatusCode)
+	}
+	if resp, _ := get(t, p.url("/h/x"), "X-Api-Key", "victim"); resp.StatusCode != 429 {
+		t.Errorf("the victim's second request: %d, want 429 (burst 1)", resp.StatusCode)
+	}
+	if n := metric(t, p, `faucet_decisions_total{result="refused",rule="per-key"}`); n != 50 {
+		t.Errorf("per-key refusals counted: %v, want 50", n)
+	}
+
+	// The check API takes one value per name, but a caller that joined
+	// repeated lines, or passes a second spelling, is refused the same way.
+	c := startServe(t, "--rules", rules)
+	for _, body := range []string{
+		`{"path":"/h/x","headers":{"X-Api-Key":"rnd%d, victim"}}`,
+		`{"path":"/h/x","headers":{"X-Api-Key":"rnd%d","X_Api_Key":"victim"}}`,
+		`{"path":"/q/x","query":{"k":"rnd%d","K":"victim"}}`,
+		`{"path":"/m/x","method":"GET","headers":{"X-Http-Method-Override":"POST","X-I":"%d"}}`,
+	} {
+		admitted := 0
+		for i := range 10 {
+			resp, err := testClient.Post(c.url("/v1/check"), "application/json", strings.NewReader(fmt.Sprintf(body, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Allowed bool   `json:"allowed"`
+				Status  int    `json:"status"`
+				Reason  string `json:"reason"`
+			}
+			json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if out.Allowed {
+				admitted++
+			} else if out.Status != 400 || out.Reason != "ambiguous_value" {
+				t.Errorf("check %s: %+v, want 400 ambiguous_value", body, out)
+			}
+		}
+		t.Logf("check API %s: %d of 10 allowed", body, admitted)
+		if admitted != 0 {
+			t.Errorf("check API %s: %d of 10 allowed, want none", body, admitted)
+		}
+	}
+}
+
+// sendLines makes one request with headers as name, value pairs, each added as
+// its own line.
+func sendLines(t *testing.T, method, url string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	r, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header[headers[i]] = append(r.Header[headers[i]], headers[i+1])
+	}
+	resp, err := testClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// With the example rules, whose per-ip rule is in shadow mode, every
+// response carried "per-ip";r=0;t=1 once that bucket was empty, and the
+// shadow reason: a client honouring the fields backed off for a rule that
+// denies nothing. The shadow rule is now only in the metrics and the log,
+// unless --headers names shadow.
+func TestAttackShadowRuleHeaders(t *testing.T) {
+	t.Setenv(jwtSecretEnv, "an HS256 secret of at least 32 bytes, for tests") // the example's claims need verifying
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream") }))
+	defer upstream.Close()
+	p := startServe(t, "--rules", "rules.example.json", "--upstream", upstream.URL)
+	shown := 0
+	for i := range 15 {
+		resp, _ := get(t, p.url("/x"), "X-Api-Key", fmt.Sprint("key", i))
+		fields := resp.Header.Get("RateLimit-Policy") + " " + resp.Header.Get("RateLimit") + " " + resp.Header.Get("X-Faucet-Reason")
+		if resp.StatusCode != 200 || !strings.Contains(fields, `"free"`) {
+			t.Errorf("request %d: %d %q, want 200 with the free rule's items", i, resp.StatusCode, fields)
+		}
+		if strings.Contains(fields, "per-ip") || strings.Contains(fields, "shadow") {
+			shown++
+			if shown == 1 || i == 14 {
+				t.Logf("request %d: %s", i, fields)
+			}
+		}
+	}
+	if shown != 0 {
+		t.Errorf("%d of 15 responses carried the shadow rule's items or reason, want none", shown)
+	}
+	if n := metric(t, p, `faucet_decisions_total{result="shadow_denied",rule="per-ip"}`); n < 1 {
+		t.Errorf("shadow denials counted: %v, want at least 1 (15 requests on a burst of 10)", n)
+	}
+
+	// Opted in, they show.
+	o := startServe(t, "--rules", "rules.example.json", "--upstream", upstream.URL, "--headers", "draft,shadow")
+	resp, _ := get(t, o.url("/x"), "X-Api-Key", "k")
+	if got := resp.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"per-ip";q=10;w=2`) {
+		t.Errorf("--headers draft,shadow: RateLimit-Policy %q, want the per-ip item", got)
+	}
+}

@@ -1,0 +1,160 @@
+package httplimit_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/faucetgo/faucet/httplimit"
+)
+
+// A rule keys, matches and charges on one value of a header or query
+// parameter, the one the application behind it reads. "X-Api-Key: rnd<i>"
+// then "X-Api-Key: victim" used to be keyed on rnd<i> (10 of 10 admitted on
+// burst 1) while an application reading the last line spent the victim's
+// quota; every shape that gives the application another value than the
+// rule's is refused, 400 ambiguous_value, and takes nothing.
+func TestRepeatedKeyValues(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"key","limit_keys":["header:X-Api-Key"],"match":{"path_prefix":"/h"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"param","limit_keys":["query:k_x"],"match":{"path_prefix":"/q"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"plan","limit_keys":["ip:address"],"match":{"header:X-Plan":"free","path_prefix":"/m"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"posts","limit_keys":["ip:address"],"match":{"method":"POST","path_prefix":"/p"},"algorithm_config":{"rps":1,"burst":1}}]}`
+	refused := []struct {
+		method, target string
+		headers        []string
+		detail         string
+	}{
+		{"GET", "/h", []string{"X-Api-Key", "rnd1", "X-Api-Key", "victim"}, `header "X-Api-Key" is sent 2 times`},
+		{"GET", "/h", []string{"X-Api-Key", "rnd1, victim"}, `header "X-Api-Key" holds a comma-separated list`},
+		{"GET", "/h", []string{"X-Api-Key", "rnd1", "X_Api_Key", "victim"}, `header "X_api_key" is another spelling of "X-Api-Key"`},
+		{"GET", "/h", []string{"X_Api_Key", "victim"}, `another spelling`},
+		{"GET", "/h", []string{"X-Api_Key", "victim"}, `another spelling`},
+		{"GET", "/h", []string{"X_Api-Key", "victim"}, `header "X_api-Key" is another spelling`},
+		{"GET", "/h", []string{"x_api_key", "victim"}, `another spelling`},
+		{"GET", "/h", []string{"X-Api-Key", "rnd1", "Connection", "keep-alive, X-Api-Key"}, `named in Connection`},
+		{"GET", "/q?k_x=rnd1&k_x=victim", nil, `query parameter "k_x" is sent 2 times`},
+		{"GET", "/q?k_x=rnd1&K_X=victim", nil, `query parameter "K_X" is another spelling of "k_x"`},
+		{"GET", "/q?k_x=rnd1&k.x=victim", nil, `"k.x" is another spelling`},
+		{"GET", "/q?k_x=rnd1&k+x=victim", nil, `"k x" is another spelling`},
+		{"GET", "/q?k.x=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1&k_x[]=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1;k_x=victim", nil, `";"`},
+		{"GET", "/q?k_x=rnd1&k_%zz=victim", nil, `malformed %-escape`},
+		{"GET", "/q?k_x=rnd1&%6B_x=victim", nil, `sent 2 times`},
+		{"GET", "/m", []string{"X-Plan", "enterprise", "X-Plan", "free"}, `header "X-Plan" is sent 2 times`},
+		{"GET", "/m", []string{"X-Plan", "enterprise,free"}, `comma-separated`},
+		{"POST", "/p", []string{"X-HTTP-Method-Override", "DELETE"}, `header "X-Http-Method-Override" overrides the method`},
+		{"GET", "/p", []string{"X-Method-Override", "POST"}, `overrides the method`},
+		{"POST", "/p?_method=PUT", nil, `query parameter "_method" overrides the method`},
+	}
+	for _, tt := range refused {
+		l, _ := newLimiter(t, doc, httplimit.Options{})
+		r := req("192.0.2.1:1", tt.target, tt.headers...)
+		r.Method = tt.method
+		w := serve(l, r)
+		var p httplimit.Problem
+		err := json.Unmarshal(w.Body.Bytes(), &p)
+		if w.Code != 400 || err != nil || p.Reason != httplimit.ReasonAmbiguousValue || !strings.Contains(p.Detail, tt.detail) {
+			t.Errorf("%s %s %q: %d %s, want 400 ambiguous_value with %s", tt.method, tt.target, tt.headers, w.Code, w.Body, tt.detail)
+		}
+		refusals := uint64(0)
+		for _, s := range l.Stats() {
+			refusals += s.Refused
+		}
+		if refusals != 1 {
+			t.Errorf("%s %q: %d refusals counted, want 1", tt.target, tt.headers, refusals)
+		}
+	}
+
+	// Requests with one value, and requests no rule reads the value of,
+	// are unaffected.
+	admitted := []struct {
+		method, target string
+		headers        []string
+	}{
+		{"GET", "/h", []string{"X-Api-Key", "victim"}},
+		{"GET", "/h", nil},
+		{"GET", "/h?k_x=a&k_x=b", []string{"X-Api-Key", "a", "X-Other", "1", "X-Other", "2"}},
+		{"GET", "/h", []string{"X-Api-Key", "a", "Connection", "keep-alive", "X-Forwarded-For", "192.0.2.7, 192.0.2.8"}},
+		{"GET", "/q?k_x=a%2Cb&other=1&other=2&k=3", nil},
+		{"GET", "/q?k_x=%76ictim", nil},
+		{"GET", "/m", []string{"X-Plan", "free"}},
+		{"GET", "/other?k_x=1&k_x=2;", []string{"X-Api-Key", "a", "X-Api-Key", "b", "X-Plan", "a,b", "X-HTTP-Method-Override", "PUT"}},
+		{"POST", "/p", []string{"X-HTTP-Method-Override", "post"}},
+		{"POST", "/p?_method=POST", nil},
+	}
+	for _, tt := range admitted {
+		l, _ := newLimiter(t, doc, httplimit.Options{})
+		r := req("192.0.2.1:1", tt.target, tt.headers...)
+		r.Method = tt.method
+		if w := serve(l, r); w.Code != 200 {
+			t.Errorf("%s %s %q: %d %s, want 200", tt.method, tt.target, tt.headers, w.Code, w.Body)
+		}
+	}
+
+	// A shadow rule never refuses: it reports the request, and takes
+	// nothing for it.
+	l, _ := newLimiter(t, `{"rules":[{"name":"key","limit_keys":["header:X-Api-Key"],"mode":"shadow","algorithm_config":{"rps":1,"burst":1}}]}`,
+		httplimit.Options{Headers: httplimit.HeadersDraft | httplimit.HeadersShadow})
+	w := serve(l, req("192.0.2.1:1", "/", "X-Api-Key", "a", "X-Api-Key", "b"))
+	if w.Code != 200 || w.Header().Get(httplimit.ReasonHeader) != httplimit.ReasonShadowPrefix+httplimit.ReasonAmbiguousValue {
+		t.Errorf("shadow: %d %q, want 200 shadow_ambiguous_value", w.Code, w.Header().Get(httplimit.ReasonHeader))
+	}
+	if s := l.Stats()[0]; s.ShadowDenied != 1 || s.Refused != 0 {
+		t.Errorf("shadow: stats %+v, want one shadow denial", s)
+	}
+}
+
+// The check API takes one value per header and parameter, but a service
+// that joined repeated lines with commas, or passes another spelling, gets
+// the same refusal.
+func TestCheckAPIRefusesAmbiguousValues(t *testing.T) {
+	l, _ := newLimiter(t, `{"rules":[{"name":"key","limit_keys":["header:X-Api-Key","query:k"],"algorithm_config":{"rps":1,"burst":1}}]}`, httplimit.Options{})
+	for _, body := range []string{
+		`{"headers":{"X-Api-Key":"rnd1, victim"},"query":{"k":"a"}}`,
+		`{"headers":{"X-Api-Key":"rnd1","X_Api_Key":"victim"},"query":{"k":"a"}}`,
+		`{"headers":{"X-Api-Key":"rnd1"},"query":{"k":"a","K":"b"}}`,
+	} {
+		res := postCheck(t, l, body)
+		if res.Allowed || res.Status != 400 || res.Reason != httplimit.ReasonAmbiguousValue {
+			t.Errorf("%s: %+v, want 400 ambiguous_value", body, res.Result)
+		}
+	}
+	if res := postCheck(t, l, `{"headers":{"X-Api-Key":"victim"},"query":{"k":"a"}}`); !res.Allowed {
+		t.Errorf("one value each: %+v, want allowed", res.Result)
+	}
+}
+
+func postCheck(t *testing.T, l *httplimit.Middleware, body string) httplimit.CheckResponse {
+	t.Helper()
+	r, _ := http.NewRequest(http.MethodPost, "/check", strings.NewReader(body))
+	w := httptest.NewRecorder()
+	l.CheckHandler().ServeHTTP(w, r)
+	var out httplimit.CheckResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s: %d %s", body, w.Code, w.Body)
+	}
+	return out
+}
+
+// Another spelling is found whichever separators the rule's name has, and
+// however many.
+func TestHeaderSpellings(t *testing.T) {
+	for _, tt := range []struct{ key, sent string }{
+		{"X_Tenant", "X-Tenant"},
+		{"A-B-C-D-E-F", "A-B-C_D-E-F"},
+		{"A-B-C-D-E-F", "A_B_C_D_E_F"},
+		{"X-Api-Key", "X_API_KEY"},
+	} {
+		l, _ := newLimiter(t, `{"rules":[{"name":"k","limit_keys":["header:`+tt.key+`"],"algorithm_config":{"rps":1,"burst":1}}]}`, httplimit.Options{})
+		if w := serve(l, req("192.0.2.1:1", "/", tt.sent, "v")); w.Code != 400 {
+			t.Errorf("rule on %s, %s sent: %d, want 400", tt.key, tt.sent, w.Code)
+		}
+		if w := serve(l, req("192.0.2.1:1", "/", tt.key, "v")); w.Code != 200 {
+			t.Errorf("rule on %s, %s sent: %d, want 200", tt.key, tt.key, w.Code)
+		}
+	}
+}
