@@ -138,7 +138,7 @@ func (f *httpFlags) upgradeProblems(proxy bool) []string {
 }
 
 // newHTTPServer serves h with the flags' limits; maxConns is applied by the
-// listener (see connCap), not here.
+// listener (see package conncap), not here.
 func (s *server) newHTTPServer(name string, h http.Handler) *http.Server {
 	f := &s.cfg.http
 	return &http.Server{

@@ -423,3 +423,36 @@ func TestRefusalIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// A connection the handler hijacked (an upgraded tunnel) keeps its slot,
+// never quiet, until the handler closes it.
+func TestHijackedKeepsItsSlot(t *testing.T) {
+	hijacked := make(chan net.Conn, 1)
+	l := capServer(t, 1, 200*time.Millisecond, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+		hijacked <- c
+	}))
+	addr := l.Addr().String()
+	tunnel := send(t, addr, "/")
+	if code, err := readStatus(tunnel); code != 101 {
+		t.Fatalf("upgrade: %d %v", code, err)
+	}
+	c := <-hijacked
+	time.Sleep(20 * time.Millisecond)
+	if code, _ := readStatus(send(t, addr, "/")); code != 503 {
+		t.Errorf("a new connection beside the tunnel at the cap: %d, want 503", code)
+	}
+	if open, evicted, _ := l.Stats(); open != 1 || evicted != 0 {
+		t.Errorf("open %d, evicted %d with the tunnel open; want 1, 0", open, evicted)
+	}
+	c.Close()
+	if code, err := readStatus(send(t, addr, "/")); code != 101 {
+		t.Errorf("a new connection once the tunnel closed: %d %v, want served", code, err)
+	}
+	(<-hijacked).Close()
+}
