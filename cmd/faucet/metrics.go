@@ -3,8 +3,10 @@ package main
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,9 +113,22 @@ func (m *metrics) watch(lim *httplimit.Middleware) { m.lim = lim }
 // before serving.
 func (m *metrics) watchRLS(srv *envoyrls.Server) { m.rls = srv }
 
+// watchRLSCalls exports the rate-limit service's calls in flight and those
+// refused at --rls-max-calls; it is called once, before serving.
+func (m *metrics) watchRLSCalls(inFlight, refused *atomic.Int64) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "faucet_rls_calls_in_flight", Help: "Rate-limit service calls in flight, over all connections.",
+		}, func() float64 { return float64(inFlight.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "faucet_rls_calls_refused_total", Help: "Rate-limit service calls answered RESOURCE_EXHAUSTED, --rls-max-calls being in flight.",
+		}, func() float64 { return float64(refused.Load()) }),
+	)
+}
+
 // watchConns exports the connection counts of listener name; it is called
 // once per listener, before serving.
-func (m *metrics) watchConns(name string, c *connCap) {
+func (m *metrics) watchConns(name string, c *conncap.Listener) {
 	labels := prometheus.Labels{"listener": name}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -121,11 +136,11 @@ func (m *metrics) watchConns(name string, c *connCap) {
 		}, func() float64 { open, _, _ := c.Stats(); return float64(open) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "faucet_connections_evicted_total", ConstLabels: labels,
-			Help: "Quiet connections (idle, or silent since they connected) closed to make room for a new one at --max-conns, by listener.",
+			Help: "Quiet connections (idle after a request or call, or silent for 1 s since they connected) closed to make room for a new one at --max-conns, by listener.",
 		}, func() float64 { _, evicted, _ := c.Stats(); return float64(evicted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "faucet_connections_rejected_total", ConstLabels: labels,
-			Help: "New connections closed unserved at --max-conns, every connection busy for --read-header-timeout, by listener.",
+			Help: "New connections refused at --max-conns (answered 503 on an HTTP listener): none could be evicted within --read-header-timeout, or 64 were waiting already, by listener.",
 		}, func() float64 { _, _, rejected := c.Stats(); return float64(rejected) }),
 	)
 }

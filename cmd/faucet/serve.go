@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 )
@@ -88,7 +89,8 @@ No client holds a connection for long: a request's header must arrive
 within --read-header-timeout, the whole request within --read-timeout, its
 response within --write-timeout; a keep-alive connection closes after
 --idle-timeout without a request. At --max-conns connections a new client
-takes the place of one that is idle. An upstream that does not answer within
+takes the place of one that is idle; no request in flight is dropped, and
+a client that finds no place gets 503. An upstream that does not answer within
 --upstream-timeout gets 504, any other upstream failure 502, each with an
 application/problem+json body.
 
@@ -525,7 +527,14 @@ func (s *server) listen() ([]*listener, error) {
 			maxConns = adminMaxConns
 		}
 		if maxConns > 0 {
-			c := newConnCap(ln, maxConns, s.cfg.http.readHeaderTimeout)
+			c, err := conncap.New(ln, conncap.Config{Max: maxConns, Wait: s.cfg.http.readHeaderTimeout})
+			if err != nil {
+				ln.Close()
+				for _, o := range out {
+					o.ln.Close()
+				}
+				return nil, err
+			}
 			srv.ConnState = c.ConnState
 			s.metrics.watchConns(l.name, c)
 			ln = c
@@ -579,6 +588,11 @@ func (s *server) run() int {
 			for _, l := range lns {
 				l.ln.Close()
 			}
+		} else {
+			if s.rls.conns != nil {
+				s.metrics.watchConns("rls", s.rls.conns)
+			}
+			s.metrics.watchRLSCalls(&s.rls.calls, &s.rls.refused)
 		}
 	}
 	if err != nil {

@@ -36,6 +36,11 @@ const (
 	// adminMaxConns caps the admin listener: a scraper and a health
 	// checker or two need a handful.
 	adminMaxConns = 64
+	// fdReserve is the descriptors the default --max-conns leaves for all
+	// but client connections and their upstream ones: the admin listener's
+	// cap, the waiting and refused connections of each listener (see
+	// conncap), store and database pools, files and the runtime's own.
+	fdReserve = 240
 
 	defaultUpgradeMaxDuration = time.Hour
 	defaultUpgradeIdleTimeout = 2 * time.Minute
@@ -53,8 +58,9 @@ func (f *httpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request header, in bytes (1024 to 1048576)")
 	fs.IntVar(&f.maxConns, "max-conns", defaultMaxConns(), "most client connections open at once (0: unbounded). At the cap a new connection closes the one quiet\n"+
 		"longest (idle between requests, or silent since it connected), as an idle timeout would; if every one is busy,\n"+
-		"it waits up to --read-header-timeout for one to close. Default: half the open-file limit (ulimit -n), at most\n"+
-		"10000, as each proxied request holds a second descriptor, to the upstream, and Redis and files need some")
+		"it waits up to --read-header-timeout for one to close (64 at most wait; a client refused gets 503). The cap and the\n"+
+		"policy apply to the --rls listener too, on its own. Default: half the open-file limit (ulimit -n) less 240 (or a\n"+
+		"quarter of a smaller one) for stores and files, at most 10000, as each proxied request holds a second descriptor, to the upstream")
 	fs.StringVar(&f.upgrade, "upgrade", "", "comma-separated `LIST` of protocols (such as websocket) a proxied request may switch to with Upgrade;\n"+
 		"any other upgrade is refused with 403 (default: none). h2c is never forwarded: such a request is proxied as plain HTTP/1.1")
 	fs.DurationVar(&f.upgradeMaxDuration, "upgrade-max-duration", defaultUpgradeMaxDuration, "longest an upgraded connection stays open (1s to 24h)")
@@ -68,7 +74,8 @@ func defaultMaxConns() int {
 	if !ok {
 		return maxConnsCeiling
 	}
-	return int(max(1, min(maxConnsCeiling, n/2)))
+	reserve := min(fdReserve, n/4) // a small limit keeps a quarter
+	return int(max(1, min(maxConnsCeiling, (n-reserve)/2)))
 }
 
 // problems lists what is wrong with the flags; proxy tells whether
@@ -131,7 +138,7 @@ func (f *httpFlags) upgradeProblems(proxy bool) []string {
 }
 
 // newHTTPServer serves h with the flags' limits; maxConns is applied by the
-// listener (see connCap), not here.
+// listener (see package conncap), not here.
 func (s *server) newHTTPServer(name string, h http.Handler) *http.Server {
 	f := &s.cfg.http
 	return &http.Server{

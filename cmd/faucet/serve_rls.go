@@ -12,44 +12,87 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
+	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // rlsFlags are serve's flags for Envoy's rate-limit service.
 type rlsFlags struct {
-	listen  string
-	config  string
-	headers bool
-	shadow  bool
+	listen     string
+	config     string
+	headers    bool
+	shadow     bool
+	maxStreams int
+	maxCalls   int
 }
+
+const (
+	defaultRLSMaxStreams = 100
+	defaultRLSMaxCalls   = 10_000
+	maxRLSStreams        = 10_000
+	maxRLSCalls          = 1_000_000
+)
 
 func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "rls", "", "also serve Envoy's rate-limit service (gRPC envoy.service.ratelimit.v3, with the standard health service) on `ADDR`ess")
 	fs.StringVar(&f.config, "rls-config", "", "`DIR` of the rate-limit service's configuration: every *.yaml file in it, one domain each, in envoyproxy/ratelimit's format")
 	fs.BoolVar(&f.headers, "rls-headers", false, "add the RateLimit-Policy and RateLimit fields (and Retry-After on a denial) to the rate-limit service's answers, for Envoy to send on")
 	fs.BoolVar(&f.shadow, "rls-shadow", false, "answer OK to every rate-limit service request, still counting what would have been denied")
+	fs.IntVar(&f.maxStreams, "rls-max-streams", defaultRLSMaxStreams, "most calls in flight on one rate-limit service connection (HTTP/2 streams; 1 to 10000): more are refused (REFUSED_STREAM)")
+	fs.IntVar(&f.maxCalls, "rls-max-calls", defaultRLSMaxCalls, "most rate-limit service calls in flight over all connections (1 to 1000000): more are answered RESOURCE_EXHAUSTED")
 }
 
 func (f *rlsFlags) problems() []string {
+	var problems []string
+	if f.maxStreams < 1 || f.maxStreams > maxRLSStreams {
+		problems = append(problems, fmt.Sprintf("--rls-max-streams: must be from 1 to %d, got %d", maxRLSStreams, f.maxStreams))
+	}
+	if f.maxCalls < 1 || f.maxCalls > maxRLSCalls {
+		problems = append(problems, fmt.Sprintf("--rls-max-calls: must be from 1 to %d, got %d", maxRLSCalls, f.maxCalls))
+	}
 	switch {
 	case f.listen != "" && f.config == "":
-		return []string{"--rls: needs --rls-config DIR"}
-	case f.listen == "" && (f.config != "" || f.headers || f.shadow):
-		return []string{"--rls-config, --rls-headers, --rls-shadow: only mean something with --rls"}
+		problems = append(problems, "--rls: needs --rls-config DIR")
+	case f.listen == "" && (f.config != "" || f.headers || f.shadow || f.maxStreams != defaultRLSMaxStreams || f.maxCalls != defaultRLSMaxCalls):
+		problems = append(problems, "--rls-config, --rls-headers, --rls-shadow, --rls-max-streams, --rls-max-calls: only mean something with --rls")
 	}
-	return nil
+	return problems
 }
 
-// rlsMaxMessage bounds a rate-limit request: Envoy's are a few hundred
-// bytes, and gRPC's default of 4 MiB would let each stream hold that much.
-const rlsMaxMessage = 64 << 10
+const (
+	// rlsMaxMessage bounds a rate-limit request: Envoy's are a few hundred
+	// bytes, and gRPC's default of 4 MiB would let each stream hold that
+	// much.
+	rlsMaxMessage = 64 << 10
+	// rlsWindow is the HTTP/2 flow-control window of a stream and of a
+	// connection, fixed (gRPC's default grows it up to 16 MiB by
+	// bandwidth estimates): what a client may send unread is bounded per
+	// connection.
+	rlsWindow = 64 << 10
+	// rlsBuffer is the read and write buffer of a connection (gRPC's
+	// default is 32 KiB each).
+	rlsBuffer = 8 << 10
+	// rlsPingMinTime is the shortest interval between a client's
+	// keepalive pings that the service accepts; a client pinging more
+	// often is sent GOAWAY.
+	rlsPingMinTime = 10 * time.Second
+)
+
+// errTooManyCalls answers a call beyond --rls-max-calls.
+var errTooManyCalls = status.Error(codes.ResourceExhausted, "faucet: too many rate-limit service calls in flight (--rls-max-calls)")
 
 // rlsConfig is the rate-limit service's configuration as read from its
 // directory, with the digest of what was read.
@@ -155,11 +198,19 @@ func readBounded(name string, limit int64) ([]byte, error) {
 // rlsService is the running rate-limit service.
 type rlsService struct {
 	flags  *rlsFlags
+	http   *httpFlags
 	srv    *envoyrls.Server
 	grpc   *grpc.Server
 	health *health.Server
 	ln     net.Listener
+	conns  *conncap.Listener // nil if --max-conns is 0
 	log    *slog.Logger
+	// unary holds the full names of the unary methods, whose calls are
+	// bounded at --read-timeout; set before serving, read-only after.
+	unary map[string]bool
+	// calls counts the calls in flight, refused those refused at
+	// --rls-max-calls.
+	calls, refused atomic.Int64
 	// sum is the digest of the files last read, readErr the last error
 	// reading them: a change is parsed, and an error reported, once. Used
 	// by reload only.
@@ -169,22 +220,39 @@ type rlsService struct {
 
 // newRLSService builds the rate-limit service on store from a
 // configuration already read.
-// The listener's connection bounds come from the HTTP flags of the same
-// meaning (h): a connection must complete its HTTP/2 handshake within
-// --read-header-timeout, and one without a call for --idle-timeout is
-// closed, so silent connections cannot pile up.
+// The listener's bounds come from the HTTP flags of the same meaning (h):
+// a connection must complete its HTTP/2 handshake within
+// --read-header-timeout, one without a call for --idle-timeout is closed,
+// --max-conns caps the connections (see listen), --max-header-bytes a
+// call's metadata, and a unary call ends at --read-timeout, its request
+// message included: gRPC itself would wait for a message for as long as
+// the connection lives, with a goroutine per silent call.
 func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
 	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowMode: f.shadow, Seed: seed})
 	if err != nil {
 		return nil, err
 	}
-	r := &rlsService{flags: f, srv: srv, log: logger.With("component", "rls"), sum: rc.sum, health: health.NewServer()}
+	r := &rlsService{flags: f, http: h, srv: srv, log: logger.With("component", "rls"), sum: rc.sum, health: health.NewServer()}
 	r.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(rlsMaxMessage),
 		grpc.ConnectionTimeout(h.readHeaderTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: h.idleTimeout}))
+		grpc.MaxConcurrentStreams(uint32(f.maxStreams)),
+		grpc.InTapHandle(r.tap), grpc.UnaryInterceptor(unaryEnded), grpc.StreamInterceptor(streamEnded),
+		grpc.MaxHeaderListSize(uint32(h.maxHeaderBytes)),
+		grpc.InitialWindowSize(rlsWindow), grpc.InitialConnWindowSize(rlsWindow),
+		grpc.ReadBufferSize(rlsBuffer), grpc.WriteBufferSize(rlsBuffer),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: rlsPingMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: h.idleTimeout, Time: h.idleTimeout, Timeout: h.readHeaderTimeout}))
 	srv.Register(r.grpc)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
+	r.unary = make(map[string]bool)
+	for svc, info := range r.grpc.GetServiceInfo() {
+		for _, m := range info.Methods {
+			if !m.IsClientStream && !m.IsServerStream {
+				r.unary["/"+svc+"/"+m.Name] = true
+			}
+		}
+	}
 	r.logLoaded(rc)
 	return r, nil
 }
@@ -198,13 +266,116 @@ func (r *rlsService) logLoaded(rc *rlsConfig) {
 	}
 }
 
+// listen opens the listener, capped at --max-conns: a connection is busy
+// while it has a call in flight (see tap).
 func (r *rlsService) listen() error {
 	ln, err := net.Listen("tcp", r.flags.listen)
 	if err != nil {
 		return fmt.Errorf("--rls: %w", err)
 	}
 	r.ln = ln
+	if r.http.maxConns > 0 {
+		if r.conns, err = conncap.New(ln, conncap.Config{Max: r.http.maxConns, Wait: r.http.readHeaderTimeout, Calls: true}); err != nil {
+			ln.Close()
+			return fmt.Errorf("--rls: %w", err)
+		}
+		r.ln = r.conns
+	}
 	return nil
+}
+
+// tap sees every call before gRPC starts a goroutine for it: it refuses
+// one beyond --rls-max-calls, bounds a unary one at --read-timeout and a
+// stream's wait for its first message likewise, and keeps its connection
+// busy for the connection cap while it is in flight.
+// It runs with the connection's transport locked, so it does little.
+func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if r.calls.Add(1) > int64(r.flags.maxCalls) {
+		r.calls.Add(-1)
+		r.refused.Add(1)
+		return nil, errTooManyCalls
+	}
+	c := &rlsCall{r: r}
+	if r.conns != nil {
+		if p, ok := peer.FromContext(ctx); ok {
+			c.conn = r.conns.Begin(p.Addr)
+		}
+	}
+	var call context.Context
+	if r.unary[info.FullMethodName] {
+		call, c.cancel = context.WithTimeout(ctx, r.http.readTimeout)
+	} else {
+		// A stream (health Watch, reflection) may last: only its first
+		// message is bounded (see firstMessageStream).
+		call, c.cancel = context.WithCancel(ctx)
+		c.firstMessage = time.AfterFunc(r.http.readTimeout, c.cancel)
+	}
+	// gRPC cancels ctx when the call ends, however it ends; the
+	// interceptors see most calls end first, and spare the goroutine
+	// AfterFunc starts.
+	c.stopAfter = context.AfterFunc(ctx, c.end)
+	return context.WithValue(call, rlsCallKey{}, c), nil
+}
+
+// rlsCall is a call in flight, as the tap saw it begin.
+type rlsCall struct {
+	r            *rlsService
+	conn         *conncap.Conn
+	cancel       context.CancelFunc // unneeded once the call ends: gRPC cancels its parent
+	firstMessage *time.Timer        // ends a stream without a first message; nil for unary calls
+	stopAfter    func() bool
+}
+
+type rlsCallKey struct{}
+
+// end accounts for the end of the call.
+func (c *rlsCall) end() {
+	if c.firstMessage != nil {
+		c.firstMessage.Stop()
+	}
+	c.conn.End()
+	c.r.calls.Add(-1)
+}
+
+// ended is called by the interceptors once the handler returned: the call
+// is over but for writing its answer, which a cancel would lose.
+func ended(ctx context.Context) {
+	if c, ok := ctx.Value(rlsCallKey{}).(*rlsCall); ok && c.stopAfter() {
+		c.end()
+	}
+}
+
+// unaryEnded is the unary interceptor that accounts for a call's end.
+func unaryEnded(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	ended(ctx)
+	return resp, err
+}
+
+// streamEnded is the stream interceptor that accounts for a stream's end,
+// and stops its first-message timer once that message came.
+func streamEnded(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx := ss.Context()
+	if c, ok := ctx.Value(rlsCallKey{}).(*rlsCall); ok && c.firstMessage != nil {
+		ss = &firstMessageStream{ServerStream: ss, timer: c.firstMessage}
+	}
+	err := handler(srv, ss)
+	ended(ctx)
+	return err
+}
+
+type firstMessageStream struct {
+	grpc.ServerStream
+	timer *time.Timer // nil once stopped
+}
+
+func (s *firstMessageStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err == nil && s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	return err
 }
 
 func (r *rlsService) serve(served chan<- error) {
