@@ -190,6 +190,7 @@ func TestRLSCapFlagErrors(t *testing.T) {
 		{[]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--rls-max-streams", "0"}, "--rls-max-streams: must be from 1 to 10000, got 0"},
 		{[]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--rls-max-calls", "-5"}, "--rls-max-calls: must be from 1 to 1000000, got -5"},
 		{[]string{"--rls-max-calls", "5"}, "--rls-max-streams, --rls-max-calls: only mean something with --rls"},
+		{[]string{"--rls", "127.0.0.1:0", "--rls-config", dir, "--rls-shadow-headers"}, "--rls-shadow-headers: only means something with --rls-headers"},
 	} {
 		code, _, errs := runArgs(append([]string{"serve", "--validate"}, tt.args...)...)
 		if code != 2 || !strings.Contains(errs, tt.msg) {

@@ -34,6 +34,7 @@ type rlsFlags struct {
 	listen     string
 	config     string
 	headers    bool
+	shadowHdrs bool
 	shadow     bool
 	maxStreams int
 	maxCalls   int
@@ -50,6 +51,7 @@ func (f *rlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "rls", "", "also serve Envoy's rate-limit service (gRPC envoy.service.ratelimit.v3, with the standard health service) on `ADDR`ess")
 	fs.StringVar(&f.config, "rls-config", "", "`DIR` of the rate-limit service's configuration: every *.yaml file in it, one domain each, in envoyproxy/ratelimit's format")
 	fs.BoolVar(&f.headers, "rls-headers", false, "add the RateLimit-Policy and RateLimit fields (and Retry-After on a denial) to the rate-limit service's answers, for Envoy to send on")
+	fs.BoolVar(&f.shadowHdrs, "rls-shadow-headers", false, "with --rls-headers, list shadow_mode descriptors in those fields too (by default they report in the metrics only)")
 	fs.BoolVar(&f.shadow, "rls-shadow", false, "answer OK to every rate-limit service request, still counting what would have been denied")
 	fs.IntVar(&f.maxStreams, "rls-max-streams", defaultRLSMaxStreams, "most calls in flight on one rate-limit service connection (HTTP/2 streams; 1 to 10000): more are refused (REFUSED_STREAM)")
 	fs.IntVar(&f.maxCalls, "rls-max-calls", defaultRLSMaxCalls, "most rate-limit service calls in flight over all connections (1 to 1000000): more are answered RESOURCE_EXHAUSTED")
@@ -68,6 +70,9 @@ func (f *rlsFlags) problems() []string {
 		problems = append(problems, "--rls: needs --rls-config DIR")
 	case f.listen == "" && (f.config != "" || f.headers || f.shadow || f.maxStreams != defaultRLSMaxStreams || f.maxCalls != defaultRLSMaxCalls):
 		problems = append(problems, "--rls-config, --rls-headers, --rls-shadow, --rls-max-streams, --rls-max-calls: only mean something with --rls")
+	}
+	if f.shadowHdrs && !f.headers {
+		problems = append(problems, "--rls-shadow-headers: only means something with --rls-headers")
 	}
 	return problems
 }
@@ -228,7 +233,7 @@ type rlsService struct {
 // message included: gRPC itself would wait for a message for as long as
 // the connection lives, with a goroutine per silent call.
 func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
-	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowMode: f.shadow, Seed: seed})
+	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowHeaders: f.shadowHdrs, ShadowMode: f.shadow, Seed: seed})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,9 @@ import (
 // Retry-After, and the reason says so.
 func (s *Server) headers(checks []check, denied bool) []*core.HeaderValue {
 	res := httplimit.Result{Allowed: !denied}
+	if s.opts.ShadowHeaders {
+		res.Headers = httplimit.HeadersDraft | httplimit.HeadersShadow
+	}
 	never := false
 	for i := range checks {
 		c := &checks[i]

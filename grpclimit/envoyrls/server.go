@@ -33,6 +33,10 @@ type Options struct {
 	// answer's response_headers_to_add, and to a denial's the reason
 	// (X-Faucet-Reason) and, unless it can never pass, Retry-After.
 	Headers bool
+	// ShadowHeaders lists shadow_mode descriptors in those fields too. Off,
+	// they report in the metrics only: a client that honours the fields
+	// would back off for a limit that denies nothing.
+	ShadowHeaders bool
 	// ShadowMode answers OK to every request while still taking tokens
 	// and counting denials (the reference's global shadow mode).
 	ShadowMode bool

@@ -324,6 +324,40 @@ func TestResponseHeaders(t *testing.T) {
 	}
 }
 
+// A shadow_mode descriptor stays out of the header fields unless
+// ShadowHeaders asks for it: it denies nothing, so a client must not back
+// off for it.
+func TestShadowDescriptorsLeftOutOfHeaders(t *testing.T) {
+	const cfg = `
+domain: sh
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: tenant
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+`
+	for _, tt := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Headers: true}, `"sh.user";q=5;w=1`},
+		{Options{Headers: true, ShadowHeaders: true}, `"sh.user";q=5;w=1, "sh.tenant";q=1;w=1`},
+	} {
+		r := startRLS(t, tt.opts, cfg)
+		resp := r.ask(t, "sh", desc("user", "u"), desc("tenant", "t"))
+		var got string
+		for _, v := range resp.ResponseHeadersToAdd {
+			if v.Key == "Ratelimit-Policy" {
+				got = v.Value
+			}
+		}
+		if got != tt.want {
+			t.Errorf("ShadowHeaders %v: RateLimit-Policy %q, want %q", tt.opts.ShadowHeaders, got, tt.want)
+		}
+	}
+}
+
 // A denial that can never pass (a limit of 0 requests, a cost above the
 // burst) carries no Retry-After, which would send the client back for
 // nothing, and its reason says so; a denial that will pass carries both.
