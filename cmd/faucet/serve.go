@@ -79,7 +79,13 @@ with its own /healthz, never on the public one: there a request for
 or a change to FILE, reloads the rules; buckets of unchanged rules are kept.
 Rules read a request's path in one canonical form, which the upstream is
 sent too: unreserved escapes decoded once, slashes merged, dot segments
-removed; a path that has none (%00, a bad escape, %2F, %5C, \, ;) gets 400.
+removed; a path that has none (%00, a bad escape, %2F, %5C, \, ;) gets 400,
+and so does a request with several values for a header or query parameter
+a rule reads. The proxy opens no tunnel it was not told to: CONNECT gets
+405, an h2c upgrade is proxied as plain HTTP/1.1, and any other upgrade
+gets 403 unless --upgrade names it; an allowed tunnel takes one request's
+tokens and is bounded by --upgrade-max-duration, --upgrade-idle-timeout and
+--upgrade-max-bytes.
 SIGINT or SIGTERM shuts down gracefully. A bad rules file is reported in full
 and exits with status 2. Logs go to stderr; an error that repeats (a store
 that is down, an upstream that fails) is logged once, then at most once
