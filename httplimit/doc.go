@@ -60,7 +60,9 @@
 // them). A rule that keys or matches on "method" refuses a request that
 // asks for another method with X-HTTP-Method-Override, X-HTTP-Method,
 // X-Method-Override or a _method query parameter (a _method in a form body
-// is the application's to refuse). A request that no rule reads such a
+// is the application's to refuse), or with a lower-case letter in its method
+// ("post", which Django and Flask serve as POST); for such a rule a HEAD is
+// a GET (matched by "GET", keyed as GET), as most servers serve it. A request that no rule reads such a
 // value of is unaffected, and a shadow rule only reports it
 // (shadow_ambiguous_value). Commas in query values are values ("a,b").
 //

@@ -275,12 +275,21 @@ func isHex(c byte) bool {
 var methodOverrides = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
 // method returns the request's method. It records a problem when the
-// request also asks for another method, by a method-override header or a
-// _method query parameter (Symfony and Laravel read one on a POST): the
-// application would then serve a method the rule did not see.
+// method has a lower-case letter, or the request also asks for another
+// method, by a method-override header or a _method query parameter
+// (Symfony and Laravel read one on a POST): the application would then
+// serve a method the rule did not see.
 func (q *request) method() string {
 	if q.bad != "" {
 		return q.r.Method
+	}
+	for i := 0; i < len(q.r.Method); i++ {
+		if c := q.r.Method[i]; 'a' <= c && c <= 'z' {
+			// Methods are case-sensitive, but Django and Flask serve
+			// "post" as POST.
+			q.bad = "method " + quote(q.r.Method) + " is not in upper case"
+			return q.r.Method
+		}
 	}
 	for _, h := range methodOverrides {
 		vals := q.r.Header[h]
@@ -304,4 +313,16 @@ func (q *request) takeBad() string {
 	b := q.bad
 	q.bad = ""
 	return b
+}
+
+// validateMethods reports the match values of method that no request can
+// have: a method with a lower-case letter is refused.
+func validateMethods(rules []Rule, p *problems) {
+	for i := range rules {
+		for _, v := range rules[i].Match["method"] {
+			if strings.ToUpper(v) != v {
+				p.add(rules[i].Name, i, "match.method", "no request can match %s: a method with a lower-case letter is refused; write %s", quote(v), quote(strings.ToUpper(v)))
+			}
+		}
+	}
 }

@@ -158,3 +158,39 @@ func TestHeaderSpellings(t *testing.T) {
 		}
 	}
 }
+
+// A rule on GET admitted every HEAD, and a rule on POST every "post": most
+// servers run the GET handler for a HEAD, and Django and Flask upper-case
+// the method. HEAD now counts as GET (matched and keyed), and a method
+// with a lower-case letter is refused where a rule reads the method.
+func TestMethodSpellings(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"gets","limit_keys":["ip:address"],"match":{"method":"GET","path_prefix":"/g"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"posts","limit_keys":["ip:address"],"match":{"method":"POST","path_prefix":"/p"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"by-method","limit_keys":["method"],"match":{"path_prefix":"/k"},"algorithm_config":{"rps":1,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	for i, tt := range []struct {
+		method, target string
+		code           int
+	}{
+		{"HEAD", "/g", 200}, {"HEAD", "/g", 429}, {"GET", "/g", 429},
+		{"POST", "/p", 200}, {"post", "/p", 400}, {"Post", "/p", 400}, {"POST", "/p", 429},
+		{"get", "/k", 400}, {"GET", "/k", 200}, {"HEAD", "/k", 429},
+		{"get", "/other", 200},
+	} {
+		r := req("192.0.2.1:1", tt.target)
+		r.Method = tt.method
+		w := serve(l, r)
+		if w.Code != tt.code {
+			t.Errorf("%d: %s %s: %d %s, want %d", i, tt.method, tt.target, w.Code, w.Body, tt.code)
+		}
+		if w.Code == 400 && !strings.Contains(w.Body.String(), `method \"`+tt.method+`\" is not in upper case`) {
+			t.Errorf("%d: %s %s: %s, want the method named", i, tt.method, tt.target, w.Body)
+		}
+	}
+	rules, _ := httplimit.ParseRules([]byte(`{"rules":[{"name":"r","limit_keys":["ip:address"],"match":{"method":"get"},"algorithm_config":{"rps":1,"burst":1}}]}`))
+	_, err := httplimit.New(rules, httplimit.Options{})
+	if err == nil || !strings.Contains(err.Error(), `write "GET"`) {
+		t.Errorf("a rule matching method get: %v, want it refused", err)
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // valueRules key one rule on a header, one on a query parameter, limit
@@ -192,5 +195,49 @@ func TestAttackShadowRuleHeaders(t *testing.T) {
 	resp, _ := get(t, o.url("/x"), "X-Api-Key", "k")
 	if got := resp.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"per-ip";q=10;w=2`) {
 		t.Errorf("--headers draft,shadow: RateLimit-Policy %q, want the per-ip item", got)
+	}
+}
+
+// A rule on GET (burst 1) admitted every HEAD, and a rule on POST every
+// "post" and "Post": Go's ServeMux, Express, Rails, Django and Flask serve
+// a HEAD with the GET handler, and Django and Flask upper-case the method,
+// so each ran the limited handler unlimited. A HEAD now takes the GET
+// bucket, and a method with a lower-case letter is refused where a rule
+// reads the method.
+func TestAttackMethodSpellings(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[
+	 {"name":"gets","limit_keys":["ip:address"],"match":{"path_prefix":"/g/","method":"GET"},"algorithm_config":{"rps":0.001,"burst":1}},
+	 {"name":"posts","limit_keys":["ip:address"],"match":{"path_prefix":"/p/","method":"POST"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL)
+	for _, s := range []struct{ method, path string }{{"HEAD", "/g/x"}, {"post", "/p/x"}, {"Post", "/p/x"}} {
+		before := hits.Load()
+		codes := map[int]int{}
+		for range 5 {
+			c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: faucet\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", s.method, s.path)
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: s.method})
+			c.Close()
+			if err != nil {
+				t.Fatalf("%s %s: %v", s.method, s.path, err)
+			}
+			codes[resp.StatusCode]++
+		}
+		reached := hits.Load() - before
+		t.Logf("%s %s, 5 times: statuses %v, %d reached the upstream", s.method, s.path, codes, reached)
+		if reached > 1 {
+			t.Errorf("%s %s: %d of 5 reached the upstream under a rule of burst 1", s.method, s.path, reached)
+		}
+	}
+	// The HEAD took the GET's token.
+	if resp, _ := get(t, p.url("/g/x")); resp.StatusCode != 429 {
+		t.Errorf("GET after HEAD: %d, want 429", resp.StatusCode)
 	}
 }
