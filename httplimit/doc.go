@@ -55,9 +55,9 @@
 // (a proxy drops it, so the application never sees the keyed value); a
 // query parameter given twice (?k=a&k=b, %6B=b), in another case (K, which
 // ASP.NET reads as k), in a spelling PHP folds into it (k.x, "k x" and
-// k[x] for k_x, k[] for k), or a query string with a ";" or a malformed
-// %-escape anywhere (Go drops such pairs, other servers split or decode
-// them). A rule that keys or matches on "method" refuses a request that
+// k[x] for k_x, k[] and k%00x for k), or a query string with a ";" or a
+// malformed %-escape anywhere (Go drops such pairs, other servers split or
+// decode them). A rule that keys or matches on "method" refuses a request that
 // asks for another method with X-HTTP-Method-Override, X-HTTP-Method,
 // X-Method-Override or a _method query parameter (a _method in a form body
 // is the application's to refuse), or with a lower-case letter in its method

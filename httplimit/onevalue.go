@@ -217,10 +217,13 @@ func scanParam(raw, name string) (val string, n int, problem string) {
 }
 
 // otherSpelling reports whether some server reads query parameter key as
-// name: ignoring case, leading spaces, "[...]" after the name, and taking
-// ".", " " and "[" for "_".
+// name: ignoring case, leading spaces, what follows a NUL (PHP's C string
+// ends there), "[...]" after the name, and taking ".", " " and "[" for "_".
 func otherSpelling(key, name string) bool {
 	key = strings.TrimLeft(key, " ")
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
 	if len(key) > len(name) && key[len(name)] == '[' {
 		key = key[:len(name)]
 	}

@@ -41,6 +41,8 @@ func TestRepeatedKeyValues(t *testing.T) {
 		{"GET", "/q?k_x=rnd1&k+x=victim", nil, `"k x" is another spelling`},
 		{"GET", "/q?k.x=victim", nil, `another spelling`},
 		{"GET", "/q?k_x=rnd1&k_x[]=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1&k_x%00=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1&k.x%00[a]=victim", nil, `another spelling`},
 		{"GET", "/q?k_x=rnd1;k_x=victim", nil, `";"`},
 		{"GET", "/q?k_x=rnd1&k_%zz=victim", nil, `malformed %-escape`},
 		{"GET", "/q?k_x=rnd1&%6B_x=victim", nil, `sent 2 times`},

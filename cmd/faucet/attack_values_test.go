@@ -59,6 +59,7 @@ func TestAttackRepeatedKeyValues(t *testing.T) {
 		{"param semicolon", "GET", "/q/x?k=RND;k=victim", nil, "ambiguous_value"},
 		{"param bad escape", "GET", "/q/x?k=RND&k%zz=victim", nil, "ambiguous_value"},
 		{"param php array", "GET", "/q/x?k=RND&k[]=victim", nil, "ambiguous_value"},
+		{"param php nul", "GET", "/q/x?k=RND&k%00x=victim", nil, "ambiguous_value"},
 		{"method override", "GET", "/m/x", []string{"X-HTTP-Method-Override", "POST"}, "ambiguous_value"},
 		{"cost plus", "GET", "/c/RND", []string{"X-Cost", "+50"}, "invalid_cost"},
 		{"cost exponent", "GET", "/c/RND", []string{"X-Cost", "5e1"}, "invalid_cost"},
