@@ -41,6 +41,8 @@
 // bucket per combination. A request lacking a key (no such
 // header) is limited under the empty value: all such requests share one
 // bucket, so leaving a header out is never a way around a limit.
+// "header:host" reads Request.Host (where Go's server keeps it) as a
+// server name: lower case, without the port or a trailing dot.
 //
 // One value: a header or query parameter that a rule keys on, matches on or
 // reads its cost from must have exactly one value, the one the application

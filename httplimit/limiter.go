@@ -429,6 +429,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	validateJWT(rules, o.jwt != nil, &p)
 	validatePaths(rules, o.paths, &p)
 	validateMethods(rules, &p)
+	validateHosts(rules, &p)
 	return rules, p.err()
 }
 

@@ -21,6 +21,9 @@ import (
 // HTTP_X_API_KEY), or names the field in Connection (a proxy drops it, so
 // the upstream would never see the value the rule keyed on).
 func (q *request) header(name string) (string, bool) {
+	if name == "Host" {
+		return q.host()
+	}
 	vals := q.r.Header[name]
 	if q.bad == "" {
 		q.bad = headerProblem(q.r.Header, name, vals)
@@ -325,6 +328,54 @@ func validateMethods(rules []Rule, p *problems) {
 		for _, v := range rules[i].Match["method"] {
 			if strings.ToUpper(v) != v {
 				p.add(rules[i].Name, i, "match.method", "no request can match %s: a method with a lower-case letter is refused; write %s", quote(v), quote(strings.ToUpper(v)))
+			}
+		}
+	}
+}
+
+// host returns the request's host as a server matches a name to it: Go's
+// server keeps it in Request.Host (from an absolute-form target, else the
+// Host header), not among the headers; the check API's request has it as
+// a header.
+func (q *request) host() (string, bool) {
+	h := q.r.Host
+	if h == "" {
+		if h = q.r.Header.Get("Host"); h == "" {
+			return "", false
+		}
+	}
+	return hostName(h), true
+}
+
+// hostName is host as a server name: lower case, without a port or a
+// trailing dot, which nginx and most servers ignore when they pick one.
+// It allocates only to fold case.
+func hostName(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i:], ']') < 0 {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if 'A' <= h[i] && h[i] <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
+
+// validateHosts reports the match values of header:host that no request
+// can have: the host is read lower case, without port or trailing dot.
+func validateHosts(rules []Rule, p *problems) {
+	for i := range rules {
+		for k, vals := range rules[i].Match {
+			spec, _ := parseKey(k, true)
+			if spec.kind != kindHeader || spec.name != "Host" {
+				continue
+			}
+			for _, v := range vals {
+				if h := hostName(v); h != v {
+					p.add(rules[i].Name, i, "match."+k, "no request can match %s: the host is read lower case, without port or trailing dot; write %s", quote(v), quote(h))
+				}
 			}
 		}
 	}

@@ -196,3 +196,33 @@ func TestMethodSpellings(t *testing.T) {
 		t.Errorf("a rule matching method get: %v, want it refused", err)
 	}
 }
+
+// Go's server keeps the Host header in Request.Host, so a rule matching
+// header:host never applied and one keyed on it had one bucket for every
+// host. The host is read there, as a server name: lower case, without the
+// port or a trailing dot.
+func TestHostRules(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"vhost","limit_keys":["ip:address"],"match":{"header:host":"api.example.com"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"per-host","limit_keys":["header:Host"],"match":{"path_prefix":"/k"},"algorithm_config":{"rps":1,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	for i, tt := range []struct {
+		target, host string
+		code         int
+	}{
+		{"/x", "api.example.com", 200}, {"/x", "API.Example.com:443", 429}, {"/x", "api.example.com.", 429},
+		{"/x", "other.example", 200},
+		{"/k", "a.example", 200}, {"/k", "b.example", 200}, {"/k", "A.example:8080", 429},
+		{"/k", "[2001:db8::1]:80", 200}, {"/k", "[2001:DB8::1]", 429},
+	} {
+		r := req("192.0.2.1:1", tt.target)
+		r.Host = tt.host
+		if w := serve(l, r); w.Code != tt.code {
+			t.Errorf("%d: %s Host %s: %d, want %d", i, tt.target, tt.host, w.Code, tt.code)
+		}
+	}
+	rules, _ := httplimit.ParseRules([]byte(`{"rules":[{"name":"r","limit_keys":["ip:address"],"match":{"header:host":"API.example.com:80"},"algorithm_config":{"rps":1,"burst":1}}]}`))
+	if _, err := httplimit.New(rules, httplimit.Options{}); err == nil || !strings.Contains(err.Error(), `write "api.example.com"`) {
+		t.Errorf("a rule matching host API.example.com:80: %v, want it refused", err)
+	}
+}

@@ -242,3 +242,51 @@ func TestAttackMethodSpellings(t *testing.T) {
 		t.Errorf("GET after HEAD: %d, want 429", resp.StatusCode)
 	}
 }
+
+// Go's server moves the Host header to Request.Host, so a rule matching
+// header:host never applied (a vhost rule of burst 1 admitted 6 of 6) and
+// one keyed on it put every host in one bucket. The rules now read the
+// host there, as nginx matches a server name: lower case, without the
+// port or a trailing dot, and from the absolute-form target when given.
+func TestAttackHostRules(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[
+	 {"name":"vhost","limit_keys":["ip:address"],"match":{"header:host":"api.example.com"},"algorithm_config":{"rps":0.001,"burst":1}},
+	 {"name":"per-host","limit_keys":["header:host"],"match":{"path_prefix":"/k/"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL)
+	send := func(target, host string) int {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s Host %s: %v", target, host, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	admitted := 0
+	for _, s := range [][2]string{{"/x", "api.example.com"}, {"/x", "API.example.com"}, {"/x", "api.example.com:80"},
+		{"/x", "api.example.com."}, {"http://api.example.com/x", "other.example"}, {"/x", "Api.Example.Com:8080"}} {
+		if send(s[0], s[1]) == 200 {
+			admitted++
+		}
+	}
+	t.Logf("6 requests for api.example.com under a vhost rule of burst 1: %d admitted", admitted)
+	if admitted != 1 {
+		t.Errorf("%d of 6 requests for api.example.com admitted, want 1 (the burst)", admitted)
+	}
+	// Keyed on the host: a bucket per host.
+	a, b := send("/k/x", "a.example"), send("/k/x", "b.example")
+	t.Logf("per-host rule, burst 1: a.example %d, then b.example %d", a, b)
+	if a != 200 || b != 200 {
+		t.Errorf("per-host rule: a.example %d, b.example %d, want 200 each (a bucket each)", a, b)
+	}
+}
