@@ -117,6 +117,16 @@ func TestCheckAPICanonicalPath(t *testing.T) {
 	if w := post(`{"path":"/api%2fx"}`); w.Code != 400 || !strings.Contains(w.Body.String(), `path: \"/api%2fx\" holds an encoded slash`) {
 		t.Errorf("encoded slash: %d %s, want 400 naming the path", w.Code, w.Body)
 	}
+	// A request target passed whole is refused: its query, read as part
+	// of the path, would take a bucket of its own.
+	for _, p := range []string{"/api/x?a=1", "/api/x#", "/api/y?"} {
+		if w := post(`{"path":"` + p + `"}`); w.Code != 400 || !strings.Contains(w.Body.String(), `path: \"`+p+`\" holds a`) {
+			t.Errorf("%s: %d %s, want 400 naming the path", p, w.Code, w.Body)
+		}
+	}
+	if w := post(`{"path":"/api/y%3F%23"}`); w.Code != 200 {
+		t.Errorf("escaped ? and #: %d %s, want 200", w.Code, w.Body)
+	}
 }
 
 // A match value that no canonical path can have is refused, naming it:

@@ -115,6 +115,11 @@ func (in *CheckRequest) request(outer *http.Request, paths PathOptions) (*http.R
 	if in.Method == "" {
 		in.Method = http.MethodGet
 	}
+	if i := strings.IndexAny(in.Path, "?#"); i >= 0 {
+		// A request target passed whole: its query would be read as part
+		// of the path, and match no rule on that path.
+		return nil, 0, "path: " + strconv.Quote(in.Path) + " holds a " + strconv.Quote(in.Path[i:i+1]) + ": send the path alone, the query parameters in \"query\" (a \"?\" or \"#\" of the path itself is written %3F or %23)"
+	}
 	path, err := CanonicalPath(in.Path, paths)
 	if err != nil {
 		return nil, 0, "path: " + strconv.Quote(in.Path) + " " + err.(*PathError).Problem + ", so it has no canonical form"

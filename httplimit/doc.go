@@ -41,6 +41,8 @@
 // bucket per combination. A request lacking a key (no such
 // header) is limited under the empty value: all such requests share one
 // bucket, so leaving a header out is never a way around a limit.
+// "header:host" reads Request.Host (where Go's server keeps it) as a
+// server name: lower case, without the port or a trailing dot.
 //
 // One value: a header or query parameter that a rule keys on, matches on or
 // reads its cost from must have exactly one value, the one the application
@@ -55,12 +57,14 @@
 // (a proxy drops it, so the application never sees the keyed value); a
 // query parameter given twice (?k=a&k=b, %6B=b), in another case (K, which
 // ASP.NET reads as k), in a spelling PHP folds into it (k.x, "k x" and
-// k[x] for k_x, k[] for k), or a query string with a ";" or a malformed
-// %-escape anywhere (Go drops such pairs, other servers split or decode
-// them). A rule that keys or matches on "method" refuses a request that
+// k[x] for k_x, k[] and k%00x for k), or a query string with a ";" or a
+// malformed %-escape anywhere (Go drops such pairs, other servers split or
+// decode them). A rule that keys or matches on "method" refuses a request that
 // asks for another method with X-HTTP-Method-Override, X-HTTP-Method,
 // X-Method-Override or a _method query parameter (a _method in a form body
-// is the application's to refuse). A request that no rule reads such a
+// is the application's to refuse), or with a lower-case letter in its method
+// ("post", which Django and Flask serve as POST); for such a rule a HEAD is
+// a GET (matched by "GET", keyed as GET), as most servers serve it. A request that no rule reads such a
 // value of is unaffected, and a shadow rule only reports it
 // (shadow_ambiguous_value). Commas in query values are values ("a,b").
 //

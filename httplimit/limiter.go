@@ -428,6 +428,8 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	validate(rules, &p)
 	validateJWT(rules, o.jwt != nil, &p)
 	validatePaths(rules, o.paths, &p)
+	validateMethods(rules, &p)
+	validateHosts(rules, &p)
 	return rules, p.err()
 }
 

@@ -21,6 +21,9 @@ import (
 // HTTP_X_API_KEY), or names the field in Connection (a proxy drops it, so
 // the upstream would never see the value the rule keyed on).
 func (q *request) header(name string) (string, bool) {
+	if name == "Host" {
+		return q.host()
+	}
 	vals := q.r.Header[name]
 	if q.bad == "" {
 		q.bad = headerProblem(q.r.Header, name, vals)
@@ -217,10 +220,13 @@ func scanParam(raw, name string) (val string, n int, problem string) {
 }
 
 // otherSpelling reports whether some server reads query parameter key as
-// name: ignoring case, leading spaces, "[...]" after the name, and taking
-// ".", " " and "[" for "_".
+// name: ignoring case, leading spaces, what follows a NUL (PHP's C string
+// ends there), "[...]" after the name, and taking ".", " " and "[" for "_".
 func otherSpelling(key, name string) bool {
 	key = strings.TrimLeft(key, " ")
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
 	if len(key) > len(name) && key[len(name)] == '[' {
 		key = key[:len(name)]
 	}
@@ -275,12 +281,21 @@ func isHex(c byte) bool {
 var methodOverrides = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
 // method returns the request's method. It records a problem when the
-// request also asks for another method, by a method-override header or a
-// _method query parameter (Symfony and Laravel read one on a POST): the
-// application would then serve a method the rule did not see.
+// method has a lower-case letter, or the request also asks for another
+// method, by a method-override header or a _method query parameter
+// (Symfony and Laravel read one on a POST): the application would then
+// serve a method the rule did not see.
 func (q *request) method() string {
 	if q.bad != "" {
 		return q.r.Method
+	}
+	for i := 0; i < len(q.r.Method); i++ {
+		if c := q.r.Method[i]; 'a' <= c && c <= 'z' {
+			// Methods are case-sensitive, but Django and Flask serve
+			// "post" as POST.
+			q.bad = "method " + quote(q.r.Method) + " is not in upper case"
+			return q.r.Method
+		}
 	}
 	for _, h := range methodOverrides {
 		vals := q.r.Header[h]
@@ -304,4 +319,64 @@ func (q *request) takeBad() string {
 	b := q.bad
 	q.bad = ""
 	return b
+}
+
+// validateMethods reports the match values of method that no request can
+// have: a method with a lower-case letter is refused.
+func validateMethods(rules []Rule, p *problems) {
+	for i := range rules {
+		for _, v := range rules[i].Match["method"] {
+			if strings.ToUpper(v) != v {
+				p.add(rules[i].Name, i, "match.method", "no request can match %s: a method with a lower-case letter is refused; write %s", quote(v), quote(strings.ToUpper(v)))
+			}
+		}
+	}
+}
+
+// host returns the request's host as a server matches a name to it: Go's
+// server keeps it in Request.Host (from an absolute-form target, else the
+// Host header), not among the headers; the check API's request has it as
+// a header.
+func (q *request) host() (string, bool) {
+	h := q.r.Host
+	if h == "" {
+		if h = q.r.Header.Get("Host"); h == "" {
+			return "", false
+		}
+	}
+	return hostName(h), true
+}
+
+// hostName is host as a server name: lower case, without a port or a
+// trailing dot, which nginx and most servers ignore when they pick one.
+// It allocates only to fold case.
+func hostName(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h[i:], ']') < 0 {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	for i := 0; i < len(h); i++ {
+		if 'A' <= h[i] && h[i] <= 'Z' {
+			return strings.ToLower(h)
+		}
+	}
+	return h
+}
+
+// validateHosts reports the match values of header:host that no request
+// can have: the host is read lower case, without port or trailing dot.
+func validateHosts(rules []Rule, p *problems) {
+	for i := range rules {
+		for k, vals := range rules[i].Match {
+			spec, _ := parseKey(k, true)
+			if spec.kind != kindHeader || spec.name != "Host" {
+				continue
+			}
+			for _, v := range vals {
+				if h := hostName(v); h != v {
+					p.add(rules[i].Name, i, "match."+k, "no request can match %s: the host is read lower case, without port or trailing dot; write %s", quote(v), quote(h))
+				}
+			}
+		}
+	}
 }

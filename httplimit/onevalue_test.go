@@ -41,6 +41,8 @@ func TestRepeatedKeyValues(t *testing.T) {
 		{"GET", "/q?k_x=rnd1&k+x=victim", nil, `"k x" is another spelling`},
 		{"GET", "/q?k.x=victim", nil, `another spelling`},
 		{"GET", "/q?k_x=rnd1&k_x[]=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1&k_x%00=victim", nil, `another spelling`},
+		{"GET", "/q?k_x=rnd1&k.x%00[a]=victim", nil, `another spelling`},
 		{"GET", "/q?k_x=rnd1;k_x=victim", nil, `";"`},
 		{"GET", "/q?k_x=rnd1&k_%zz=victim", nil, `malformed %-escape`},
 		{"GET", "/q?k_x=rnd1&%6B_x=victim", nil, `sent 2 times`},
@@ -156,5 +158,71 @@ func TestHeaderSpellings(t *testing.T) {
 		if w := serve(l, req("192.0.2.1:1", "/", tt.key, "v")); w.Code != 200 {
 			t.Errorf("rule on %s, %s sent: %d, want 200", tt.key, tt.key, w.Code)
 		}
+	}
+}
+
+// A rule on GET admitted every HEAD, and a rule on POST every "post": most
+// servers run the GET handler for a HEAD, and Django and Flask upper-case
+// the method. HEAD now counts as GET (matched and keyed), and a method
+// with a lower-case letter is refused where a rule reads the method.
+func TestMethodSpellings(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"gets","limit_keys":["ip:address"],"match":{"method":"GET","path_prefix":"/g"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"posts","limit_keys":["ip:address"],"match":{"method":"POST","path_prefix":"/p"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"by-method","limit_keys":["method"],"match":{"path_prefix":"/k"},"algorithm_config":{"rps":1,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	for i, tt := range []struct {
+		method, target string
+		code           int
+	}{
+		{"HEAD", "/g", 200}, {"HEAD", "/g", 429}, {"GET", "/g", 429},
+		{"POST", "/p", 200}, {"post", "/p", 400}, {"Post", "/p", 400}, {"POST", "/p", 429},
+		{"get", "/k", 400}, {"GET", "/k", 200}, {"HEAD", "/k", 429},
+		{"get", "/other", 200},
+	} {
+		r := req("192.0.2.1:1", tt.target)
+		r.Method = tt.method
+		w := serve(l, r)
+		if w.Code != tt.code {
+			t.Errorf("%d: %s %s: %d %s, want %d", i, tt.method, tt.target, w.Code, w.Body, tt.code)
+		}
+		if w.Code == 400 && !strings.Contains(w.Body.String(), `method \"`+tt.method+`\" is not in upper case`) {
+			t.Errorf("%d: %s %s: %s, want the method named", i, tt.method, tt.target, w.Body)
+		}
+	}
+	rules, _ := httplimit.ParseRules([]byte(`{"rules":[{"name":"r","limit_keys":["ip:address"],"match":{"method":"get"},"algorithm_config":{"rps":1,"burst":1}}]}`))
+	_, err := httplimit.New(rules, httplimit.Options{})
+	if err == nil || !strings.Contains(err.Error(), `write "GET"`) {
+		t.Errorf("a rule matching method get: %v, want it refused", err)
+	}
+}
+
+// Go's server keeps the Host header in Request.Host, so a rule matching
+// header:host never applied and one keyed on it had one bucket for every
+// host. The host is read there, as a server name: lower case, without the
+// port or a trailing dot.
+func TestHostRules(t *testing.T) {
+	doc := `{"rules":[
+	 {"name":"vhost","limit_keys":["ip:address"],"match":{"header:host":"api.example.com"},"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"per-host","limit_keys":["header:Host"],"match":{"path_prefix":"/k"},"algorithm_config":{"rps":1,"burst":1}}]}`
+	l, _ := newLimiter(t, doc, httplimit.Options{})
+	for i, tt := range []struct {
+		target, host string
+		code         int
+	}{
+		{"/x", "api.example.com", 200}, {"/x", "API.Example.com:443", 429}, {"/x", "api.example.com.", 429},
+		{"/x", "other.example", 200},
+		{"/k", "a.example", 200}, {"/k", "b.example", 200}, {"/k", "A.example:8080", 429},
+		{"/k", "[2001:db8::1]:80", 200}, {"/k", "[2001:DB8::1]", 429},
+	} {
+		r := req("192.0.2.1:1", tt.target)
+		r.Host = tt.host
+		if w := serve(l, r); w.Code != tt.code {
+			t.Errorf("%d: %s Host %s: %d, want %d", i, tt.target, tt.host, w.Code, tt.code)
+		}
+	}
+	rules, _ := httplimit.ParseRules([]byte(`{"rules":[{"name":"r","limit_keys":["ip:address"],"match":{"header:host":"API.example.com:80"},"algorithm_config":{"rps":1,"burst":1}}]}`))
+	if _, err := httplimit.New(rules, httplimit.Options{}); err == nil || !strings.Contains(err.Error(), `write "api.example.com"`) {
+		t.Errorf("a rule matching host API.example.com:80: %v, want it refused", err)
 	}
 }

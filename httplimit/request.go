@@ -102,7 +102,11 @@ func (q *request) value(k keySpec) (string, bool) {
 	case kindPath:
 		return q.r.URL.Path, true
 	case kindMethod:
-		return q.method(), true
+		// HEAD runs the GET handler on most servers: one bucket for both.
+		if m := q.method(); m != http.MethodHead {
+			return m, true
+		}
+		return http.MethodGet, true
 	case kindJWT:
 		return q.claim(k.name)
 	case kindGlobal:
@@ -150,6 +154,10 @@ func (m *matcher) holds(q *request) bool {
 			}
 		}
 		return false
+	case kindMethod:
+		// A rule on GET covers HEAD, which runs the same handler.
+		got := q.method()
+		return m.has(got) || got == http.MethodHead && m.has(http.MethodGet)
 	}
 	got, ok := q.value(m.spec)
 	return ok && m.has(got)

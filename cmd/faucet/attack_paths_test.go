@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,5 +131,39 @@ func TestServePathFlags(t *testing.T) {
 	want := []string{"/api/x", "/a%2Fb;c", "/a%5Cb"}
 	if got := rec.paths(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("the upstream got %q, want %q", got, want)
+	}
+}
+
+// The check API took a path with its query ("/login?a=1", the request
+// target as received) for a path holding an escaped "?": a rule on the
+// exact path /login (burst 1) allowed 5 of 5 such checks. A "?" or "#" in
+// the path is now refused, 400 naming the field.
+func TestAttackCheckPathWithQuery(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"login","limit_keys":["ip:address"],"match":{"path":"/login"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules)
+	allowed := 0
+	for i, path := range []string{"/login?a=1", "/login?", "/login#", "/login?a=2", "/login#x?"} {
+		resp, err := testClient.Post(p.url("/v1/check"), "application/json",
+			strings.NewReader(fmt.Sprintf(`{"ip":"203.0.113.7","path":%q}`, path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Allowed bool   `json:"allowed"`
+			Status  int    `json:"status"`
+			Detail  string `json:"detail"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if out.Allowed {
+			allowed++
+		} else if resp.StatusCode != 400 || !strings.Contains(out.Detail, "path") {
+			t.Errorf("check %d %q: %d %+v, want 400 naming the path", i, path, resp.StatusCode, out)
+		}
+	}
+	t.Logf("5 checks of /login with a query or fragment in the path: %d allowed", allowed)
+	if allowed != 0 {
+		t.Errorf("%d of 5 checks allowed under a rule of burst 1 on /login, want none (refused)", allowed)
 	}
 }

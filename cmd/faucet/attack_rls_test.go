@@ -144,3 +144,35 @@ func TestAttackRLSOverrideFlood(t *testing.T) {
 		}
 	}
 }
+
+// Envoy fills a descriptor with a header's value as the client sent it and,
+// by default, admits a request whose rate-limit call fails: values the
+// service refused with InvalidArgument (empty, or over 4 KB) passed a
+// 5/hour limit every time. Now an empty value is one bucket like any other,
+// and a long one is over the limit.
+func TestAttackRLSClientValues(t *testing.T) {
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name, value string
+		want        int
+	}{{"empty", "", 5}, {"5 KB", strings.Repeat("a", 5000), 0}} {
+		admitted, errs := 0, 0
+		for range 10 {
+			resp, err := client.ShouldRateLimit(ctx, edgeRequest(tc.value))
+			switch {
+			case err != nil:
+				errs++ // Envoy admits the request
+				admitted++
+			case resp.OverallCode == rlspb.RateLimitResponse_OK:
+				admitted++
+			}
+		}
+		t.Logf("%s remote_address, 10 requests on 5/hour: %d admitted by Envoy (%d of them errors)", tc.name, admitted, errs)
+		if admitted != tc.want || errs != 0 {
+			t.Errorf("%s value: %d of 10 admitted (%d errors), want %d and no error", tc.name, admitted, errs, tc.want)
+		}
+	}
+}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // valueRules key one rule on a header, one on a query parameter, limit
@@ -56,6 +59,7 @@ func TestAttackRepeatedKeyValues(t *testing.T) {
 		{"param semicolon", "GET", "/q/x?k=RND;k=victim", nil, "ambiguous_value"},
 		{"param bad escape", "GET", "/q/x?k=RND&k%zz=victim", nil, "ambiguous_value"},
 		{"param php array", "GET", "/q/x?k=RND&k[]=victim", nil, "ambiguous_value"},
+		{"param php nul", "GET", "/q/x?k=RND&k%00x=victim", nil, "ambiguous_value"},
 		{"method override", "GET", "/m/x", []string{"X-HTTP-Method-Override", "POST"}, "ambiguous_value"},
 		{"cost plus", "GET", "/c/RND", []string{"X-Cost", "+50"}, "invalid_cost"},
 		{"cost exponent", "GET", "/c/RND", []string{"X-Cost", "5e1"}, "invalid_cost"},
@@ -192,5 +196,97 @@ func TestAttackShadowRuleHeaders(t *testing.T) {
 	resp, _ := get(t, o.url("/x"), "X-Api-Key", "k")
 	if got := resp.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"per-ip";q=10;w=2`) {
 		t.Errorf("--headers draft,shadow: RateLimit-Policy %q, want the per-ip item", got)
+	}
+}
+
+// A rule on GET (burst 1) admitted every HEAD, and a rule on POST every
+// "post" and "Post": Go's ServeMux, Express, Rails, Django and Flask serve
+// a HEAD with the GET handler, and Django and Flask upper-case the method,
+// so each ran the limited handler unlimited. A HEAD now takes the GET
+// bucket, and a method with a lower-case letter is refused where a rule
+// reads the method.
+func TestAttackMethodSpellings(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[
+	 {"name":"gets","limit_keys":["ip:address"],"match":{"path_prefix":"/g/","method":"GET"},"algorithm_config":{"rps":0.001,"burst":1}},
+	 {"name":"posts","limit_keys":["ip:address"],"match":{"path_prefix":"/p/","method":"POST"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL)
+	for _, s := range []struct{ method, path string }{{"HEAD", "/g/x"}, {"post", "/p/x"}, {"Post", "/p/x"}} {
+		before := hits.Load()
+		codes := map[int]int{}
+		for range 5 {
+			c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: faucet\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", s.method, s.path)
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: s.method})
+			c.Close()
+			if err != nil {
+				t.Fatalf("%s %s: %v", s.method, s.path, err)
+			}
+			codes[resp.StatusCode]++
+		}
+		reached := hits.Load() - before
+		t.Logf("%s %s, 5 times: statuses %v, %d reached the upstream", s.method, s.path, codes, reached)
+		if reached > 1 {
+			t.Errorf("%s %s: %d of 5 reached the upstream under a rule of burst 1", s.method, s.path, reached)
+		}
+	}
+	// The HEAD took the GET's token.
+	if resp, _ := get(t, p.url("/g/x")); resp.StatusCode != 429 {
+		t.Errorf("GET after HEAD: %d, want 429", resp.StatusCode)
+	}
+}
+
+// Go's server moves the Host header to Request.Host, so a rule matching
+// header:host never applied (a vhost rule of burst 1 admitted 6 of 6) and
+// one keyed on it put every host in one bucket. The rules now read the
+// host there, as nginx matches a server name: lower case, without the
+// port or a trailing dot, and from the absolute-form target when given.
+func TestAttackHostRules(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[
+	 {"name":"vhost","limit_keys":["ip:address"],"match":{"header:host":"api.example.com"},"algorithm_config":{"rps":0.001,"burst":1}},
+	 {"name":"per-host","limit_keys":["header:host"],"match":{"path_prefix":"/k/"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)
+	p := startServe(t, "--rules", rules, "--upstream", upstream.URL)
+	send := func(target, host string) int {
+		c, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s Host %s: %v", target, host, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	admitted := 0
+	for _, s := range [][2]string{{"/x", "api.example.com"}, {"/x", "API.example.com"}, {"/x", "api.example.com:80"},
+		{"/x", "api.example.com."}, {"http://api.example.com/x", "other.example"}, {"/x", "Api.Example.Com:8080"}} {
+		if send(s[0], s[1]) == 200 {
+			admitted++
+		}
+	}
+	t.Logf("6 requests for api.example.com under a vhost rule of burst 1: %d admitted", admitted)
+	if admitted != 1 {
+		t.Errorf("%d of 6 requests for api.example.com admitted, want 1 (the burst)", admitted)
+	}
+	// Keyed on the host: a bucket per host.
+	a, b := send("/k/x", "a.example"), send("/k/x", "b.example")
+	t.Logf("per-host rule, burst 1: a.example %d, then b.example %d", a, b)
+	if a != 200 || b != 200 {
+		t.Errorf("per-host rule: a.example %d, b.example %d, want 200 each (a bucket each)", a, b)
 	}
 }

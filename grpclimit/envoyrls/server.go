@@ -41,9 +41,11 @@ type Options struct {
 	// and counting denials (the reference's global shadow mode).
 	ShadowMode bool
 	// MaxDescriptors bounds a request's descriptors (0: 64), MaxEntries a
-	// descriptor's entries (0: 32), MaxEntryBytes an entry's key plus
-	// value (0: 4096). A request beyond them is refused with
-	// InvalidArgument, naming the bound.
+	// descriptor's entries (0: 32): a request beyond them is refused with
+	// InvalidArgument, naming the bound. A descriptor with an entry whose
+	// key plus value exceed MaxEntryBytes (0: 4096) is OVER_LIMIT if it
+	// matches a limit, as a limit of 0 would be, never an error: Envoy
+	// admits a request the service answers with an error.
 	MaxDescriptors, MaxEntries, MaxEntryBytes int
 	// MaxOverrides bounds the distinct limits requests may carry in their
 	// descriptors' limit field (0: 64): each is a bucket set of its own,
@@ -281,7 +283,8 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 	replaced := map[string]bool{}
 	var now time.Time // read once, if an override needs it
 	for i, dsc := range descs {
-		if err := s.validate(i, dsc); err != nil {
+		long, err := s.validate(i, dsc)
+		if err != nil {
 			return nil, err
 		}
 		c := &checks[i]
@@ -306,7 +309,7 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 			if m := ov.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
 				c.mult = m.GetValue()
 			}
-			if c.perUnit == 0 {
+			if c.perUnit == 0 || long {
 				c.kind, c.ovName = kindZero, overrideName(c.perUnit, unit, c.mult)
 				continue
 			}
@@ -335,7 +338,7 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 		switch {
 		case l.Unlimited:
 			c.kind = kindUnlimited
-		case l.RequestsPerUnit == 0:
+		case l.RequestsPerUnit == 0 || long:
 			c.kind = kindZero
 		default:
 			c.kind, c.lim, c.key, c.shared = kindBucket, st.lims[l], bucketKey(domain, dsc.GetEntries(), shared), shared
@@ -349,26 +352,28 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 	return checks, nil
 }
 
-// validate checks one descriptor against the proto's rules and the bounds.
-func (s *Server) validate(i int, dsc *common.RateLimitDescriptor) error {
+// validate checks one descriptor against the proto's rules and the bounds,
+// and reports whether an entry is longer than MaxEntryBytes. Envoy admits
+// a request when the service answers an error, and values come from the
+// client (a header's, empty or as long as Envoy takes): an empty value is
+// a value, and a long one is over any limit it matches, never an error.
+func (s *Server) validate(i int, dsc *common.RateLimitDescriptor) (long bool, err error) {
 	entries := dsc.GetEntries()
 	switch {
 	case len(entries) == 0:
-		return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: must not be empty", i)
+		return false, status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: must not be empty", i)
 	case len(entries) > s.opts.MaxEntries:
-		return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: %d, at most %d (Options.MaxEntries)", i, len(entries), s.opts.MaxEntries)
+		return false, status.Errorf(codes.InvalidArgument, "descriptors[%d].entries: %d, at most %d (Options.MaxEntries)", i, len(entries), s.opts.MaxEntries)
 	}
 	for j, e := range entries {
 		switch {
 		case e.GetKey() == "":
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d].key: must not be empty", i, j)
-		case e.GetValue() == "":
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d].value: must not be empty", i, j)
+			return false, status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d].key: must not be empty", i, j)
 		case len(e.GetKey())+len(e.GetValue()) > s.opts.MaxEntryBytes:
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d]: key and value hold %d bytes, at most %d (Options.MaxEntryBytes)", i, j, len(e.GetKey())+len(e.GetValue()), s.opts.MaxEntryBytes)
+			long = true
 		}
 	}
-	return nil
+	return long, nil
 }
 
 // decide takes from the matched buckets and reports whether the request

@@ -423,8 +423,6 @@ func TestBadRequests(t *testing.T) {
 		"no entries":         {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{}}}, codes.InvalidArgument, "descriptors[0].entries: must not be empty"},
 		"too many entries":   {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("a", "1", "b", "2", "c", "3", "d", "4")}}, codes.InvalidArgument, "descriptors[0].entries: 4, at most 3"},
 		"empty key":          {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("", "1")}}, codes.InvalidArgument, "descriptors[0].entries[0].key: must not be empty"},
-		"empty value":        {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", "a"), desc("user", "")}}, codes.InvalidArgument, "descriptors[1].entries[0].value: must not be empty"},
-		"long entry":         {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", strings.Repeat("x", 100))}}, codes.InvalidArgument, "key and value hold 104 bytes, at most 64"},
 		"unknown unit":       {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{Entries: desc("user", "a").Entries, Limit: &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1}}}}, codes.InvalidArgument, "descriptors[0].limit.unit: UNKNOWN is not one of"},
 		"override too large": {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{{Entries: desc("user", "a").Entries, Limit: &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 4e9, Unit: typev3.RateLimitUnit_DAY}}}}, codes.InvalidArgument, "Burst must be between 1 and 1e9 tokens"},
 		"10 MB":              {&pb.RateLimitRequest{Domain: "api", Descriptors: []*common.RateLimitDescriptor{desc("user", strings.Repeat("x", 10<<20))}}, codes.ResourceExhausted, "larger than max"},
@@ -435,6 +433,35 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("err %v, want %v with %q", err, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// Envoy puts a header's value in a descriptor as the client sent it, empty
+// or as long as Envoy takes, and admits the request when the service
+// answers an error (failure_mode_deny is off by default): an empty or a
+// long value was InvalidArgument, so a client passed every limit by sending
+// one. An empty value is now a value; a long one is over a limit it
+// matches, and OK where it matches none.
+func TestClientValuesNeverError(t *testing.T) {
+	r := startRLS(t, Options{MaxEntryBytes: 64}, perUser)
+	long := strings.Repeat("x", 100)
+	if n := r.admits(t, 12, "api", desc("user", "")); n != 10 {
+		t.Errorf("empty user: %d of 12 admitted, want 10 (the limit)", n)
+	}
+	resp := r.ask(t, "api", desc("user", long))
+	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 {
+		t.Errorf("long user: %v, want OVER_LIMIT under the user limit", resp)
+	}
+	ov := &common.RateLimitDescriptor{Entries: desc("user", long).Entries,
+		Limit: &common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 100, Unit: typev3.RateLimitUnit_SECOND}}
+	if resp := r.ask(t, "api", ov); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("long user with an override: %v, want OVER_LIMIT", resp.OverallCode)
+	}
+	if n := r.admits(t, 3, "api", desc("other", long)); n != 3 {
+		t.Errorf("long value of no limit: %d of 3 admitted, want 3", n)
+	}
+	if n := r.admits(t, 3, "unknown", desc("user", long)); n != 3 {
+		t.Errorf("long value in an unknown domain: %d of 3 admitted, want 3", n)
 	}
 }
 
