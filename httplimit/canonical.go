@@ -166,7 +166,13 @@ func isCanonical(p string, o PathOptions) bool {
 			return false
 		}
 	}
-	// The last segment: empty after a trailing slash.
+	return lastSegmentCanonical(p, start, o)
+}
+
+// lastSegmentCanonical reports whether p's last segment, from start, is
+// canonical: not a dot segment, and empty (a trailing slash) only where
+// the options keep one.
+func lastSegmentCanonical(p string, start int, o PathOptions) bool {
 	switch p[start:] {
 	case "":
 		return !o.TrimTrailingSlash || len(p) == 1
@@ -206,13 +212,7 @@ func decodedCanonical(p string, o PathOptions) bool {
 			return false
 		}
 	}
-	switch p[start:] {
-	case "":
-		return !o.TrimTrailingSlash || len(p) == 1
-	case ".", "..":
-		return false
-	}
-	return true
+	return lastSegmentCanonical(p, start, o)
 }
 
 // canonicalize is CanonicalPath's slow path, for p that is not canonical.

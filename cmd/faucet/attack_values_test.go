@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -116,17 +115,7 @@ func TestAttackRepeatedKeyValues(t *testing.T) {
 	} {
 		admitted := 0
 		for i := range 10 {
-			resp, err := testClient.Post(c.url("/v1/check"), "application/json", strings.NewReader(fmt.Sprintf(body, i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out struct {
-				Allowed bool   `json:"allowed"`
-				Status  int    `json:"status"`
-				Reason  string `json:"reason"`
-			}
-			json.NewDecoder(resp.Body).Decode(&out)
-			resp.Body.Close()
+			_, out := postCheck(t, c, fmt.Sprintf(body, i))
 			if out.Allowed {
 				admitted++
 			} else if out.Status != 400 || out.Reason != "ambiguous_value" {

@@ -495,3 +495,25 @@ func TestServeAdminDefaultAndMetricsURL(t *testing.T) {
 		t.Errorf("GET %s: %d %.80q, want the metrics", url, resp.StatusCode, body)
 	}
 }
+
+// checkOut is what the tests read of a check API answer.
+type checkOut struct {
+	Allowed bool   `json:"allowed"`
+	Status  int    `json:"status"`
+	Reason  string `json:"reason"`
+	Detail  string `json:"detail"`
+}
+
+// postCheck posts body to p's check API and returns the HTTP status and
+// the decoded answer.
+func postCheck(t *testing.T, p *proc, body string) (int, checkOut) {
+	t.Helper()
+	resp, err := testClient.Post(p.url("/v1/check"), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out checkOut
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}

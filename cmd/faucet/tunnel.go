@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 )
 
 // A request that switches protocols (Upgrade, answered 101 by the upstream)
@@ -41,7 +42,7 @@ func parseUpgradeList(list string) ([]string, error) {
 			return nil, nil
 		case name == "":
 			return nil, fmt.Errorf("empty protocol name in %q", list)
-		case !isToken(name):
+		case !httpguts.ValidHeaderFieldName(name): // an RFC 9110 token
 			return nil, fmt.Errorf("%q is not a protocol name such as websocket (an HTTP token, without a version)", name)
 		case name == "h2c":
 			return nil, errors.New("h2c is never forwarded: an upgrade to it is proxied as plain HTTP/1.1")
@@ -49,21 +50,6 @@ func parseUpgradeList(list string) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
-}
-
-// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // upgradeVerdict is what the proxy does with a request's Upgrade header.
