@@ -13,6 +13,9 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // Attacks on the rate-limit service's listener (issue 31, items 3 and 4):
@@ -177,6 +180,54 @@ func TestAttackRLSConnectionFlood(t *testing.T) {
 	// Its first connection may be refused while 64 wait: it retries.
 	if _, err := client.ShouldRateLimit(ctx, edgeRequest("203.0.113.1"), grpc.WaitForReady(true)); err != nil {
 		t.Errorf("a real client during the flood: %v", err)
+	}
+}
+
+// Streams that send their one message and then last (health Watch) hold
+// at most 100 streaming calls over all connections, apart from
+// --rls-max-calls, and do not keep their connections busy for the
+// connection cap: 150 of them on --max-conns connections leave a new
+// connection's ShouldRateLimit served. Without those bounds the streams
+// held every connection slot and the whole unary budget, and Envoy was
+// locked out (it then admits every request).
+func TestAttackRLSLongStreams(t *testing.T) {
+	const conns, perConn = 10, 15
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge},
+		"--max-conns", strconv.Itoa(conns), "--rls-max-calls", "100", "--read-header-timeout", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var hcs []healthpb.HealthClient
+	for range conns {
+		_, hc := rlsClient(t, addr)
+		hcs = append(hcs, hc)
+	}
+	// Round robin, so that every connection carries lasting streams.
+	served, refused := 0, 0
+	for range perConn {
+		for _, hc := range hcs {
+			w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+			}
+			switch status.Code(err) {
+			case codes.OK:
+				served++
+			case codes.ResourceExhausted:
+				refused++
+			default:
+				t.Fatalf("a Watch: %v", err)
+			}
+		}
+	}
+	t.Logf("%d Watch streams lasting on %d connections, %d refused", served, conns, refused)
+	if served > 100 || refused < conns*perConn-100 {
+		t.Errorf("%d Watch streams lasting, %d refused; want at most 100 lasting, the rest RESOURCE_EXHAUSTED", served, refused)
+	}
+	client, _ := rlsClient(t, addr)
+	ctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	if _, err := client.ShouldRateLimit(ctx2, edgeRequest("203.0.113.1"), grpc.WaitForReady(true)); err != nil {
+		t.Errorf("ShouldRateLimit on a new connection while %d Watch streams last: %v", served, err)
 	}
 }
 
