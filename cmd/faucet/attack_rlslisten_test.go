@@ -13,6 +13,9 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // Attacks on the rate-limit service's listener (issue 31, items 3 and 4):
@@ -71,14 +74,16 @@ func goroutines(t *testing.T, p *proc) float64 {
 // the bounds each held a goroutine until the connection closed: 20,000
 // goroutines.
 func TestAttackRLSSilentStreams(t *testing.T) {
-	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--read-timeout", "2s", "--read-header-timeout", "1s")
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--read-timeout", "4s", "--read-header-timeout", "1s")
 	base := goroutines(t, p)
-	silentCalls(t, addr, shouldRateLimit, 20_000)
+	// The streams first, so that both groups are in flight together
+	// however long a busy server takes over the 20,000 headers.
 	silentCalls(t, addr, "/grpc.health.v1.Health/Watch", 100)
-	// Wait for the server to hold the calls it admits (200), then watch
-	// for more.
+	silentCalls(t, addr, shouldRateLimit, 20_000)
+	// Wait for the server to hold most of the calls it admits (200; a
+	// scrape may miss a few starting or ending), then watch for more.
 	peak := 0.0
-	for deadline := time.Now().Add(10 * time.Second); peak < base+200; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); peak < base+180; time.Sleep(50 * time.Millisecond) {
 		peak = max(peak, goroutines(t, p))
 		if time.Now().After(deadline) {
 			t.Fatalf("%v goroutines 10 s after the silent calls began, %v before: the calls did not start", peak, base)
@@ -92,14 +97,14 @@ func TestAttackRLSSilentStreams(t *testing.T) {
 		t.Errorf("%v goroutines with 20,000 silent calls on one connection and 100 on another, %v before: want at most twice --rls-max-streams more", peak, base)
 	}
 	// The calls admitted end at --read-timeout; the connection stays.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		n := goroutines(t, p)
 		if n <= base+20 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%v goroutines 10 s after the silent calls began, %v before: want them ended at --read-timeout (2s)", n, base)
+			t.Fatalf("%v goroutines 15 s after the peak, %v before: want the calls ended at --read-timeout (4s)", n, base)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -126,11 +131,12 @@ func TestAttackRLSMemoryAtTheStreamCap(t *testing.T) {
 	base := goroutines(t, p) // a scrape first, so its own memory is in the baseline
 	before := rssKiB(t, pid)
 	silentCalls(t, addr, shouldRateLimit, 100)
-	for deadline := time.Now().Add(10 * time.Second); goroutines(t, p) < base+100; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); goroutines(t, p) < base+90; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the 100 calls did not start within 10 s: %v goroutines, %v before", goroutines(t, p), base)
 		}
 	}
+	time.Sleep(200 * time.Millisecond) // for the last few to start
 	after := rssKiB(t, pid)
 	t.Logf("one connection with 100 silent calls: VmRSS %d KiB before, %d KiB after (+%d KiB)", before, after, after-before)
 	if after-before > 16<<10 {
@@ -177,6 +183,54 @@ func TestAttackRLSConnectionFlood(t *testing.T) {
 	// Its first connection may be refused while 64 wait: it retries.
 	if _, err := client.ShouldRateLimit(ctx, edgeRequest("203.0.113.1"), grpc.WaitForReady(true)); err != nil {
 		t.Errorf("a real client during the flood: %v", err)
+	}
+}
+
+// Streams that send their one message and then last (health Watch) hold
+// at most 100 streaming calls over all connections, apart from
+// --rls-max-calls, and do not keep their connections busy for the
+// connection cap: 150 of them on --max-conns connections leave a new
+// connection's ShouldRateLimit served. Without those bounds the streams
+// held every connection slot and the whole unary budget, and Envoy was
+// locked out (it then admits every request).
+func TestAttackRLSLongStreams(t *testing.T) {
+	const conns, perConn = 10, 15
+	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge},
+		"--max-conns", strconv.Itoa(conns), "--rls-max-calls", "100", "--read-header-timeout", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var hcs []healthpb.HealthClient
+	for range conns {
+		_, hc := rlsClient(t, addr)
+		hcs = append(hcs, hc)
+	}
+	// Round robin, so that every connection carries lasting streams.
+	served, refused := 0, 0
+	for range perConn {
+		for _, hc := range hcs {
+			w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = w.Recv()
+			}
+			switch status.Code(err) {
+			case codes.OK:
+				served++
+			case codes.ResourceExhausted:
+				refused++
+			default:
+				t.Fatalf("a Watch: %v", err)
+			}
+		}
+	}
+	t.Logf("%d Watch streams lasting on %d connections, %d refused", served, conns, refused)
+	if served > 100 || refused < conns*perConn-100 {
+		t.Errorf("%d Watch streams lasting, %d refused; want at most 100 lasting, the rest RESOURCE_EXHAUSTED", served, refused)
+	}
+	client, _ := rlsClient(t, addr)
+	ctx2, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	if _, err := client.ShouldRateLimit(ctx2, edgeRequest("203.0.113.1"), grpc.WaitForReady(true)); err != nil {
+		t.Errorf("ShouldRateLimit on a new connection while %d Watch streams last: %v", served, err)
 	}
 }
 

@@ -210,10 +210,13 @@ func TestAttackUpgradeTunnels(t *testing.T) {
 		}
 	}
 
-	// --upgrade websocket: the tunnel opens, and ends at each bound.
+	// --upgrade websocket: the tunnel opens, and ends at each bound. The
+	// idle bound is wide of the busy tunnel's 100 ms sends, which a loaded
+	// machine may delay, and the duration bound above it, so that each
+	// bound ends its own tunnel.
 	const maxBytes, pad = 4096, 300
 	p = startServe(t, "--rules", rules, "--upstream", upstream, "--upgrade", "websocket",
-		"--upgrade-max-bytes", fmt.Sprint(maxBytes), "--upgrade-idle-timeout", "1s", "--upgrade-max-duration", "2s")
+		"--upgrade-max-bytes", fmt.Sprint(maxBytes), "--upgrade-idle-timeout", "3s", "--upgrade-max-duration", "4s")
 
 	before := up.hits.Load()
 	u := dialUpgrade(t, p.addr, "bytes", "WebSocket")
@@ -227,28 +230,37 @@ func TestAttackUpgradeTunnels(t *testing.T) {
 		t.Errorf("--upgrade-max-bytes %d: %d requests of %d bytes reached the upstream, the tunnel still open: %v", maxBytes, reached, pad, err)
 	}
 
-	u = dialUpgrade(t, p.addr, "idle", "websocket")
-	if _, err := u.send(1, 0); err != nil {
-		t.Fatalf("a request in the tunnel: %v", err)
-	}
-	start := time.Now()
-	if _, err := u.br.ReadByte(); err == nil || isTimeout(err) {
-		t.Errorf("a tunnel idle past --upgrade-idle-timeout 1s: %v after %v, want it closed", err, time.Since(start))
-	}
-
 	u = dialUpgrade(t, p.addr, "duration", "websocket")
 	if n := waitMetric(t, p, `faucet_connections_open{listener="public"}`, 1); n != 1 {
 		t.Errorf("faucet_connections_open with a tunnel open = %v, want 1: a tunnel holds its --max-conns slot", n)
 	}
-	start = time.Now()
+	start := time.Now()
+	// An idle tunnel alongside the busy one, so the two bounds run at once.
+	idle := dialUpgrade(t, p.addr, "idle", "websocket")
+	if _, err := idle.send(1, 0); err != nil {
+		t.Fatalf("a request in the tunnel: %v", err)
+	}
+	idleEnded := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		if _, err := idle.br.ReadByte(); err == nil || isTimeout(err) {
+			idleEnded <- fmt.Errorf("a tunnel idle past --upgrade-idle-timeout 3s: %v after %v, want it closed", err, time.Since(start))
+		}
+		close(idleEnded)
+	}()
 	for time.Since(start) < 8*time.Second {
 		if _, err = u.send(1, 0); err != nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond) // well within --upgrade-idle-timeout
+		// Well within --upgrade-idle-timeout, and few enough bytes for
+		// --upgrade-max-bytes.
+		time.Sleep(500 * time.Millisecond)
 	}
 	if err == nil || isTimeout(err) {
-		t.Errorf("a busy tunnel past --upgrade-max-duration 2s: %v after %v, want it closed", err, time.Since(start))
+		t.Errorf("a busy tunnel past --upgrade-max-duration 4s: %v after %v, want it closed", err, time.Since(start))
+	}
+	if err := <-idleEnded; err != nil {
+		t.Error(err)
 	}
 
 	for _, reason := range []string{"bytes", "idle", "duration"} {

@@ -113,15 +113,16 @@ func (m *metrics) watch(lim *httplimit.Middleware) { m.lim = lim }
 // before serving.
 func (m *metrics) watchRLS(srv *envoyrls.Server) { m.rls = srv }
 
-// watchRLSCalls exports the rate-limit service's calls in flight and those
-// refused at --rls-max-calls; it is called once, before serving.
+// watchRLSCalls exports the rate-limit service's unary calls in flight and
+// the calls refused at --rls-max-calls or at the streaming cap; it is
+// called once, before serving.
 func (m *metrics) watchRLSCalls(inFlight, refused *atomic.Int64) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "faucet_rls_calls_in_flight", Help: "Rate-limit service calls in flight, over all connections.",
+			Name: "faucet_rls_calls_in_flight", Help: "Rate-limit service unary calls in flight, over all connections (streams apart).",
 		}, func() float64 { return float64(inFlight.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "faucet_rls_calls_refused_total", Help: "Rate-limit service calls answered RESOURCE_EXHAUSTED, --rls-max-calls being in flight.",
+			Name: "faucet_rls_calls_refused_total", Help: "Rate-limit service calls answered RESOURCE_EXHAUSTED, --rls-max-calls unary calls or 100 streams being in flight.",
 		}, func() float64 { return float64(refused.Load()) }),
 	)
 }

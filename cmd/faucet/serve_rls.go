@@ -94,10 +94,23 @@ const (
 	// keepalive pings that the service accepts; a client pinging more
 	// often is sent GOAWAY.
 	rlsPingMinTime = 10 * time.Second
+	// rlsMaxStreamingCalls bounds the streaming calls (health Watch,
+	// reflection) in flight over all connections, apart from
+	// --rls-max-calls: a stream may last as long as its connection, and
+	// Envoy makes none, so a few serve health watchers and grpcurl while
+	// lasting ones cannot use up the unary calls' budget.
+	rlsMaxStreamingCalls = 100
+	// rlsMaxConnectionAge bounds the life of a connection, so that none,
+	// and no stream on one, lasts forever; gRPC sends GOAWAY at about
+	// that age (±10%), and calls in flight get --read-timeout to finish.
+	rlsMaxConnectionAge = time.Hour
 )
 
 // errTooManyCalls answers a call beyond --rls-max-calls.
 var errTooManyCalls = status.Error(codes.ResourceExhausted, "faucet: too many rate-limit service calls in flight (--rls-max-calls)")
+
+// errTooManyStreams answers a streaming call beyond rlsMaxStreamingCalls.
+var errTooManyStreams = status.Error(codes.ResourceExhausted, "faucet: too many streaming calls in flight (at most 100)")
 
 // rlsConfig is the rate-limit service's configuration as read from its
 // directory, with the digest of what was read.
@@ -213,9 +226,9 @@ type rlsService struct {
 	// unary holds the full names of the unary methods, whose calls are
 	// bounded at --read-timeout; set before serving, read-only after.
 	unary map[string]bool
-	// calls counts the calls in flight, refused those refused at
-	// --rls-max-calls.
-	calls, refused atomic.Int64
+	// calls counts the unary calls in flight, streams the streaming ones,
+	// refused those refused at --rls-max-calls or rlsMaxStreamingCalls.
+	calls, streams, refused atomic.Int64
 	// sum is the digest of the files last read, readErr the last error
 	// reading them: a change is parsed, and an error reported, once. Used
 	// by reload only.
@@ -246,7 +259,8 @@ func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store,
 		grpc.InitialWindowSize(rlsWindow), grpc.InitialConnWindowSize(rlsWindow),
 		grpc.ReadBufferSize(rlsBuffer), grpc.WriteBufferSize(rlsBuffer),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: rlsPingMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: h.idleTimeout, Time: h.idleTimeout, Timeout: h.readHeaderTimeout}))
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: h.idleTimeout, Time: h.idleTimeout, Timeout: h.readHeaderTimeout,
+			MaxConnectionAge: rlsMaxConnectionAge, MaxConnectionAgeGrace: h.readTimeout}))
 	srv.Register(r.grpc)
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
@@ -290,24 +304,30 @@ func (r *rlsService) listen() error {
 }
 
 // tap sees every call before gRPC starts a goroutine for it: it refuses
-// one beyond --rls-max-calls, bounds a unary one at --read-timeout and a
+// a unary one beyond --rls-max-calls and a stream beyond
+// rlsMaxStreamingCalls, bounds a unary one at --read-timeout and a
 // stream's wait for its first message likewise, and keeps its connection
-// busy for the connection cap while it is in flight.
+// busy for the connection cap while the call waits for its request.
 // It runs with the connection's transport locked, so it does little.
 func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if r.calls.Add(1) > int64(r.flags.maxCalls) {
-		r.calls.Add(-1)
-		r.refused.Add(1)
-		return nil, errTooManyCalls
+	unary := r.unary[info.FullMethodName]
+	count, limit, refusal := &r.calls, int64(r.flags.maxCalls), errTooManyCalls
+	if !unary {
+		count, limit, refusal = &r.streams, rlsMaxStreamingCalls, errTooManyStreams
 	}
-	c := &rlsCall{r: r}
+	if count.Add(1) > limit {
+		count.Add(-1)
+		r.refused.Add(1)
+		return nil, refusal
+	}
+	c := &rlsCall{r: r, count: count}
 	if r.conns != nil {
 		if p, ok := peer.FromContext(ctx); ok {
-			c.conn = r.conns.Begin(p.Addr)
+			c.conn.Store(r.conns.Begin(p.Addr))
 		}
 	}
 	var call context.Context
-	if r.unary[info.FullMethodName] {
+	if unary {
 		call, c.cancel = context.WithTimeout(ctx, r.http.readTimeout)
 	} else {
 		// A stream (health Watch, reflection) may last: only its first
@@ -324,8 +344,11 @@ func (r *rlsService) tap(ctx context.Context, info *tap.Info) (context.Context, 
 
 // rlsCall is a call in flight, as the tap saw it begin.
 type rlsCall struct {
-	r            *rlsService
-	conn         *conncap.Conn
+	r     *rlsService
+	count *atomic.Int64 // r.calls or r.streams
+	// conn is the connection kept busy for the connection cap, nil once
+	// released.
+	conn         atomic.Pointer[conncap.Conn]
 	cancel       context.CancelFunc // unneeded once the call ends: gRPC cancels its parent
 	firstMessage *time.Timer        // ends a stream without a first message; nil for unary calls
 	stopAfter    func() bool
@@ -338,8 +361,13 @@ func (c *rlsCall) end() {
 	if c.firstMessage != nil {
 		c.firstMessage.Stop()
 	}
-	c.conn.End()
-	c.r.calls.Add(-1)
+	c.releaseConn()
+	c.count.Add(-1)
+}
+
+// releaseConn ends the call's hold on its connection, once.
+func (c *rlsCall) releaseConn() {
+	c.conn.Swap(nil).End()
 }
 
 // ended is called by the interceptors once the handler returned: the call
@@ -362,23 +390,34 @@ func unaryEnded(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler g
 func streamEnded(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
 	if c, ok := ctx.Value(rlsCallKey{}).(*rlsCall); ok && c.firstMessage != nil {
-		ss = &firstMessageStream{ServerStream: ss, timer: c.firstMessage}
+		ss = &firstMessageStream{ServerStream: ss, call: c}
 	}
 	err := handler(srv, ss)
 	ended(ctx)
 	return err
 }
 
+// firstMessageStream stops a stream's first-message timer once that
+// message came, and no longer keeps its connection busy for the
+// connection cap: what follows (a Watch's updates, reflection's answers)
+// waits on the server or on a client that has nothing to send, as an idle
+// keep-alive connection does, and a connection that may carry a stream for
+// an hour must stay evictable, or --max-conns such streams lock clients
+// out. Evicting it ends the stream, which the client sees as a closed
+// connection and may reopen; a unary call on it keeps it busy still.
+// Bounding the stream's life instead would end health watchers every
+// bound for no gain, as rlsMaxStreamingCalls bounds what streams hold.
 type firstMessageStream struct {
 	grpc.ServerStream
-	timer *time.Timer // nil once stopped
+	call *rlsCall // nil once the first message came
 }
 
 func (s *firstMessageStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
-	if err == nil && s.timer != nil {
-		s.timer.Stop()
-		s.timer = nil
+	if err == nil && s.call != nil {
+		s.call.firstMessage.Stop()
+		s.call.releaseConn()
+		s.call = nil
 	}
 	return err
 }

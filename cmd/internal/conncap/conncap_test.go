@@ -397,6 +397,43 @@ func TestCallsBusyWhileInFlight(t *testing.T) {
 	}
 }
 
+// The grace spares only a connection that never carried a request: one
+// quiet after a call is evicted at once, however recent its call.
+func TestGraceOnlyBeforeTheFirstRequest(t *testing.T) {
+	l := capListener(t, Config{Max: 1, Wait: 100 * time.Millisecond, Grace: time.Hour, Calls: true})
+	addr := l.Addr().String()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := accept(t, l)
+	d, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, closed := closedBy(d); !closed {
+		t.Fatal("a connection at the cap was not refused")
+	}
+	if open, evicted, _ := l.Stats(); open != 1 || evicted != 0 {
+		t.Fatalf("open %d, evicted %d: a connection within its grace was evicted", open, evicted)
+	}
+	l.Begin(sc.RemoteAddr()).End()
+	e, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	accept(t, l)
+	if _, closed := closedBy(c); !closed {
+		t.Error("a connection quiet after a call was not evicted within its grace")
+	}
+	if _, evicted, _ := l.Stats(); evicted != 1 {
+		t.Errorf("evicted %d, want 1", evicted)
+	}
+}
+
 // A refusal reads at most RefuseBytes of a request, and answers only once
 // its header is whole.
 func TestRefusalIsBounded(t *testing.T) {

@@ -7,10 +7,12 @@
 // has read it yet or it still waits in the socket, until the server reports
 // it idle (see [Listener.ConnState]); a connection of calls (gRPC) is busy
 // while a call begun with [Listener.Begin] is in flight. At the cap a new
-// connection takes the place of the one quiet longest, once that has been
-// quiet for a grace period: an idle or read-header timeout would close it
-// later anyway, and a client that reuses it sees a closed keep-alive
-// connection, which HTTP and gRPC clients retry. A request in flight, or one
+// connection takes the place of the one quiet longest: at once if that
+// one has carried a request, and otherwise once it has been open for a
+// grace period, so a client that just connected has time to send its
+// first. An idle or read-header timeout would close it later anyway, and a
+// client that reuses it sees a closed keep-alive connection, which HTTP
+// and gRPC clients retry. A request in flight, or one
 // that has arrived and not been read yet, is never dropped to make room.
 //
 // When no connection may be evicted, new connections wait side by side, at
