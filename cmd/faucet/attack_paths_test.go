@@ -69,7 +69,7 @@ func TestAttackNonCanonicalPaths(t *testing.T) {
 
 	spellings := []string{"/api/x", "//api/x", "/./api/x", "/x/../api/x", "/%2e/api/x", "/%2E%2E/api/x", "///api/x",
 		"/api/../api/x", "/.//api/x", "/z/%2e%2e/api/x", "/%2fapi/x", "/%61pi/x", "/api//x", "/api/./x", `/\api/x`, "/;/api/x",
-		"http://faucet/%2e/api/x", "*"}
+		"http://faucet/%2e/api/x", "*", "/api%2Fx|", "/a/..%2F..%2Fapi|/x", "http://faucet/api%2Fx{", "/api%2Fx%C3%A9|"}
 	codes := map[int]int{}
 	for _, s := range spellings {
 		codes[rawGet(t, p.addr, s)]++
