@@ -263,17 +263,19 @@ func unescapeQuery(s string) (string, bool) {
 func validEscapes(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '%' {
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			if i+2 >= len(s) {
+				return false
+			}
+			if _, ok := unhex(s[i+1]); !ok {
+				return false
+			}
+			if _, ok := unhex(s[i+2]); !ok {
 				return false
 			}
 			i += 2
 		}
 	}
 	return true
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // methodOverrides are the headers with which frameworks let a request
