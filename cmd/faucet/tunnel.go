@@ -112,16 +112,10 @@ func stripUpgrade(h http.Header) {
 // upgradeType is the protocol a request or response switches to, as
 // httputil.ReverseProxy reads it: Upgrade, if Connection names it.
 func upgradeType(h http.Header) string {
-	for _, v := range h["Connection"] {
-		for v != "" {
-			var name string
-			name, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(name), "upgrade") {
-				return h.Get("Upgrade")
-			}
-		}
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
 	}
-	return ""
+	return h.Get("Upgrade")
 }
 
 // tunnelKey marks, in a request's context, an upgrade the gate allowed.
