@@ -118,6 +118,38 @@ func upgradeType(h http.Header) string {
 	return h.Get("Upgrade")
 }
 
+// asciiPrint reports whether s is printable ASCII, as the proxy requires
+// of a protocol name.
+func asciiPrint(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII letters only: the proxy's
+// comparison, under which K (U+212A) is not k.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
 // tunnelKey marks, in a request's context, an upgrade the gate allowed.
 type tunnelKey struct{}
 
@@ -214,8 +246,10 @@ func (t *tunnels) modifyResponse(res *http.Response) error {
 	if g == nil {
 		return errors.New("upstream switched protocols unasked")
 	}
+	// As strict as the proxy's own check, which follows this one: a
+	// switch it refuses after us would leave the upstream connection open.
 	want, got := upgradeType(res.Request.Header), upgradeType(res.Header)
-	if want == "" || !strings.EqualFold(want, got) {
+	if want == "" || !asciiPrint(got) || !asciiEqualFold(want, got) {
 		return fmt.Errorf("upstream switched to protocol %q when %q was requested", got, want)
 	}
 	rwc, ok := res.Body.(io.ReadWriteCloser)
