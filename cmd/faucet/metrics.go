@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 		}, []string{"status"}),
 		upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_upgrades_total",
-			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405), h2c_preface_refused (the HTTP/2 connection preface, 405).",
+			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405).",
 		}, []string{"result"}),
 		tunnelsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faucet_tunnels_open", Help: "Upgraded connections open through the proxy.",
