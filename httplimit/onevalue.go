@@ -122,10 +122,17 @@ func searchSpelling(h map[string][]string, name string) (string, bool) {
 	return "", false
 }
 
-// commasInSyntax reports whether a field's single value may hold commas: a
-// date, a product comment ("(KHTML, like Gecko)"), a cookie, or a list the
-// rule keys on as a whole, credentials with parameters, a URL. Forwarding fields are lists that the client
-// address reads item by item (see Client address).
+// commasInSyntax reports whether a field's single value may hold commas:
+//   - a date (Date, Expires, Last-Modified, If-Modified-Since,
+//     If-Unmodified-Since, If-Range);
+//   - a product comment, as in "(KHTML, like Gecko)" (User-Agent);
+//   - a cookie (Cookie);
+//   - credentials with parameters (Authorization);
+//   - a URL (Referer);
+//   - a list the rule keys on as a whole (Accept, Accept-Encoding,
+//     Accept-Language, Accept-Charset, Cache-Control);
+//   - a forwarding list, which the client address reads item by item (Via,
+//     X-Forwarded-For, Forwarded; see Client address).
 func commasInSyntax(name string) bool {
 	switch name {
 	case "User-Agent", "Cookie", "Date", "Expires", "Last-Modified", "If-Modified-Since", "If-Unmodified-Since", "If-Range",

@@ -146,10 +146,10 @@ func TestAttackRLSOverrideFlood(t *testing.T) {
 }
 
 // Envoy fills a descriptor with a header's value as the client sent it and,
-// by default, admits a request whose rate-limit call fails: values the
-// service refused with InvalidArgument (empty, or over 4 KB) passed a
-// 5/hour limit every time. Now an empty value is one bucket like any other,
-// and a long one is over the limit.
+// by default, admits a request whose rate-limit call fails, so a value the
+// service answered with an error (empty, or over 4 KB) would pass a 5/hour
+// limit every time: an empty value is one bucket like any other, and a
+// long one is over the limit.
 func TestAttackRLSClientValues(t *testing.T) {
 	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly})
 	client, _ := rlsClient(t, addr)
