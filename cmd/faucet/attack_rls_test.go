@@ -176,3 +176,49 @@ func TestAttackRLSClientValues(t *testing.T) {
 		}
 	}
 }
+
+// Levels may hold dots, so a value such as "b.c_d" names a metric key that
+// another descriptor's levels spell too. They count apart in the service,
+// and the metrics, whose labels cannot tell them apart, sum them: a label
+// set sent twice would fail every scrape of /metrics.
+func TestAttackRLSMetricKeysCollide(t *testing.T) {
+	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": `
+domain: edge
+descriptors:
+  - key: x
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+    descriptors:
+      - key: a
+        detailed_metric: true
+        rate_limit: {unit: hour, requests_per_unit: 100}
+        descriptors:
+          - key: c
+            detailed_metric: true
+            rate_limit: {unit: hour, requests_per_unit: 100}
+`})
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	entries := func(kv ...string) *rlspb.RateLimitRequest {
+		d := &common.RateLimitDescriptor{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &common.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{d}}
+	}
+	for _, r := range []*rlspb.RateLimitRequest{entries("x", "1", "a", "b.c_d"), entries("x", "1", "a", "b", "c", "d"), entries("x", "1", "a", "b", "c", "d")} {
+		if _, err := client.ShouldRateLimit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, body := get(t, p.adminURL("/metrics"))
+	const sample = `ratelimit_service_rate_limit_total_hits{domain="edge",key1="x_1",key2="a_b.c_d"}`
+	t.Logf("/metrics: %d, %d bytes", resp.StatusCode, len(body))
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %.300s, want 200", resp.StatusCode, body)
+	}
+	if n := metric(t, p, sample); n != 3 {
+		t.Errorf("%s = %v, want 3 (both keys' hits)", sample, n)
+	}
+}

@@ -183,8 +183,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.rlsOverrides, prometheus.GaugeValue, float64(o.Bound))
 		ch <- prometheus.MustNewConstMetric(m.rlsOverridesEvicted, prometheus.CounterValue, float64(o.Evicted))
 		ch <- prometheus.MustNewConstMetric(m.rlsOverridesRefused, prometheus.CounterValue, float64(o.Refused))
-		for _, s := range m.rls.Stats() {
-			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+		for k, n := range rateLimitSeries(m.rls.Stats()) {
+			for i, d := range m.rateLimit {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n[i]), k[0], k[1], k[2])
+			}
 		}
 	}
 }
@@ -215,6 +217,22 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
+}
+
+// rateLimitSeries sums the RLS counters by their labels (domain, key1,
+// key2): levels holding dots, such as [a b.c] and [a b c], share key2, and
+// a label set sent twice would fail the whole scrape.
+func rateLimitSeries(stats []envoyrls.Stat) map[[3]string][5]uint64 {
+	out := make(map[[3]string][5]uint64, len(stats))
+	for _, s := range stats {
+		k := [3]string{s.Domain, s.Levels[0], strings.Join(s.Levels[1:], ".")}
+		n := out[k]
+		for i, v := range [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode} {
+			n[i] += v
+		}
+		out[k] = n
+	}
+	return out
 }
 
 // emitRateLimit sends one key's counters under envoyproxy/ratelimit's names.
