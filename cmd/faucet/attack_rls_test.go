@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,11 +179,20 @@ func TestAttackRLSClientValues(t *testing.T) {
 }
 
 // Levels may hold dots, so a value such as "b.c_d" names a metric key that
-// another descriptor's levels spell too. They count apart in the service,
-// and the metrics, whose labels cannot tell them apart, sum them: a label
-// set sent twice would fail every scrape of /metrics.
+// another descriptor's levels spell too, and an RLS domain may be named
+// "http" as the HTTP rules' is. They count apart in the service, and the
+// metrics, whose labels cannot tell them apart, sum them: a label set sent
+// twice would fail every scrape of /metrics.
 func TestAttackRLSMetricKeysCollide(t *testing.T) {
-	p, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": `
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"x_1","limit_keys":["global"],"algorithm_config":{"rps":1,"burst":5}}]}`)
+	p, addr, _ := startRLSServe(t, map[string]string{"http.yaml": `
+domain: http
+descriptors:
+  - key: x
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+`, "edge.yaml": `
 domain: edge
 descriptors:
   - key: x
@@ -196,7 +206,7 @@ descriptors:
           - key: c
             detailed_metric: true
             rate_limit: {unit: hour, requests_per_unit: 100}
-`})
+`}, "--rules", rules)
 	client, _ := rlsClient(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -207,7 +217,10 @@ descriptors:
 		}
 		return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{d}}
 	}
-	for _, r := range []*rlspb.RateLimitRequest{entries("x", "1", "a", "b.c_d"), entries("x", "1", "a", "b", "c", "d"), entries("x", "1", "a", "b", "c", "d")} {
+	inHTTP := entries("x", "1")
+	inHTTP.Domain = "http"
+	for _, r := range []*rlspb.RateLimitRequest{entries("x", "1", "a", "b.c_d"), entries("x", "1", "a", "b", "c", "d"),
+		entries("x", "1", "a", "b", "c", "d"), inHTTP} {
 		if _, err := client.ShouldRateLimit(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -220,5 +233,9 @@ descriptors:
 	}
 	if n := metric(t, p, sample); n != 3 {
 		t.Errorf("%s = %v, want 3 (both keys' hits)", sample, n)
+	}
+	const inHTTPSample = `ratelimit_service_rate_limit_total_hits{domain="http",key1="x_1",key2=""}`
+	if n := metric(t, p, inHTTPSample); n != 1 {
+		t.Errorf("%s = %v, want 1 (the RLS hit; the HTTP rule has none)", inHTTPSample, n)
 	}
 }
