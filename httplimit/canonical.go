@@ -89,6 +89,7 @@ func literal(c byte, o PathOptions) bool {
 	return false
 }
 
+// unhex is the value of the hex digit c, if it is one.
 func unhex(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
@@ -248,9 +249,7 @@ func canonicalize(p string, o PathOptions) (string, error) {
 			if unreserved(d) {
 				b.WriteByte(d)
 			} else {
-				b.WriteByte('%')
-				b.WriteByte(upperHex[d>>4])
-				b.WriteByte(upperHex[d&15])
+				writeEscaped(&b, d)
 			}
 			i += 2
 		default:
@@ -260,9 +259,7 @@ func canonicalize(p string, o PathOptions) (string, error) {
 			if literal(c, o) {
 				b.WriteByte(c)
 			} else {
-				b.WriteByte('%')
-				b.WriteByte(upperHex[c>>4])
-				b.WriteByte(upperHex[c&15])
+				writeEscaped(&b, c)
 			}
 		}
 	}
@@ -366,6 +363,7 @@ func foldSegment(s string) string {
 	return b.String()
 }
 
+// writeEscaped writes c's escape, with upper-case hex digits.
 func writeEscaped(b *strings.Builder, c byte) {
 	b.WriteByte('%')
 	b.WriteByte(upperHex[c>>4])

@@ -117,7 +117,7 @@ func (l *Middleware) canonical(r *http.Request) (*http.Request, Result, bool) {
 	if u := r.URL; u.RawPath == "" && u.Opaque == "" && decodedCanonical(u.Path, l.opts.paths) {
 		return r, Result{}, true
 	}
-	raw := r.URL.EscapedPath()
+	raw := rawPath(r.URL)
 	c, err := CanonicalPath(raw, l.opts.paths)
 	if err != nil {
 		l.opts.invalidPaths.Add(1)
@@ -138,6 +138,47 @@ func (l *Middleware) canonical(r *http.Request) (*http.Request, Result, bool) {
 	r2.URL.Opaque = ""
 	r2.URL.Path, r2.URL.RawPath = decodePath(c), c
 	return r2, Result{}, true
+}
+
+// rawPath is u's path as the client spelled it. EscapedPath is not: when
+// RawPath holds a byte url would have escaped (| { ^ " non-ASCII...), it
+// escapes Path instead, where %2F and %5C are decoded already.
+// An opaque target (GET http:x) is its own spelling, and has no canonical
+// form unless it starts with "/".
+func rawPath(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Opaque
+	}
+	if u.RawPath != "" && decodesTo(u.RawPath, u.Path) {
+		return u.RawPath
+	}
+	return u.EscapedPath()
+}
+
+// decodesTo reports whether percent-decoding raw gives p, without
+// allocating.
+func decodesTo(raw, p string) bool {
+	j := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '%' {
+			if i+2 >= len(raw) {
+				return false
+			}
+			h, ok1 := unhex(raw[i+1])
+			l, ok2 := unhex(raw[i+2])
+			if !ok1 || !ok2 {
+				return false
+			}
+			c = h<<4 | l
+			i += 2
+		}
+		if j >= len(p) || p[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(p)
 }
 
 // decide is check in sc's memory: the Result's Policies are sc's (unless

@@ -122,10 +122,17 @@ func searchSpelling(h map[string][]string, name string) (string, bool) {
 	return "", false
 }
 
-// commasInSyntax reports whether a field's single value may hold commas: a
-// date, a product comment ("(KHTML, like Gecko)"), a cookie, or a list the
-// rule keys on as a whole, credentials with parameters, a URL. Forwarding fields are lists that the client
-// address reads item by item (see Client address).
+// commasInSyntax reports whether a field's single value may hold commas:
+//   - a date (Date, Expires, Last-Modified, If-Modified-Since,
+//     If-Unmodified-Since, If-Range);
+//   - a product comment, as in "(KHTML, like Gecko)" (User-Agent);
+//   - a cookie (Cookie);
+//   - credentials with parameters (Authorization);
+//   - a URL (Referer);
+//   - a list the rule keys on as a whole (Accept, Accept-Encoding,
+//     Accept-Language, Accept-Charset, Cache-Control);
+//   - a forwarding list, which the client address reads item by item (Via,
+//     X-Forwarded-For, Forwarded; see Client address).
 func commasInSyntax(name string) bool {
 	switch name {
 	case "User-Agent", "Cookie", "Date", "Expires", "Last-Modified", "If-Modified-Since", "If-Unmodified-Since", "If-Range",
@@ -263,17 +270,19 @@ func unescapeQuery(s string) (string, bool) {
 func validEscapes(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '%' {
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			if i+2 >= len(s) {
+				return false
+			}
+			if _, ok := unhex(s[i+1]); !ok {
+				return false
+			}
+			if _, ok := unhex(s[i+2]); !ok {
 				return false
 			}
 			i += 2
 		}
 	}
 	return true
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // methodOverrides are the headers with which frameworks let a request

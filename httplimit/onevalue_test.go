@@ -11,11 +11,11 @@ import (
 )
 
 // A rule keys, matches and charges on one value of a header or query
-// parameter, the one the application behind it reads. "X-Api-Key: rnd<i>"
-// then "X-Api-Key: victim" used to be keyed on rnd<i> (10 of 10 admitted on
-// burst 1) while an application reading the last line spent the victim's
-// quota; every shape that gives the application another value than the
-// rule's is refused, 400 ambiguous_value, and takes nothing.
+// parameter, the one the application behind it reads: "X-Api-Key: rnd<i>"
+// then "X-Api-Key: victim", keyed on rnd<i>, would let an application
+// reading the last line spend the victim's quota. Every shape that gives
+// the application another value than the rule's is refused, 400
+// ambiguous_value, and takes nothing.
 func TestRepeatedKeyValues(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"key","limit_keys":["header:X-Api-Key"],"match":{"path_prefix":"/h"},"algorithm_config":{"rps":1,"burst":1}},
@@ -161,10 +161,10 @@ func TestHeaderSpellings(t *testing.T) {
 	}
 }
 
-// A rule on GET admitted every HEAD, and a rule on POST every "post": most
-// servers run the GET handler for a HEAD, and Django and Flask upper-case
-// the method. HEAD now counts as GET (matched and keyed), and a method
-// with a lower-case letter is refused where a rule reads the method.
+// Most servers run the GET handler for a HEAD, and Django and Flask
+// upper-case the method: HEAD counts as GET (matched and keyed), and a
+// method with a lower-case letter is refused where a rule reads the
+// method.
 func TestMethodSpellings(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"gets","limit_keys":["ip:address"],"match":{"method":"GET","path_prefix":"/g"},"algorithm_config":{"rps":1,"burst":1}},

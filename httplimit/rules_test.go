@@ -16,8 +16,8 @@ import (
 // A cost the client sends is a plain decimal or nothing: "+5", "1e1",
 // "0x10" and " 5" are numbers to other parsers (strconv.Atoi, JavaScript's
 // Number, PHP), so an application behind the limiter could charge 16 for
-// what the limiter took as default_cost. They used to pass at default_cost;
-// they are refused, as two values are.
+// what the limiter took as default_cost: they are refused, as two values
+// are.
 func TestCostSources(t *testing.T) {
 	doc := `{"rules":[
 	 {"name":"h","limit_keys":["path"],"match":{"path":"/h"},"algorithm_config":{"rps":1,"burst":100,"cost_source":"header:X-Weight","default_cost":2}},
@@ -82,10 +82,10 @@ func TestCostSources(t *testing.T) {
 	}
 }
 
-// A client-chosen cost cannot undercut the rule: "0" used to be a free pass
-// (2,000 of 2,000 requests admitted on burst 5) and "0.001" stretched the
-// quota a thousandfold. min_cost (default: default_cost) and max_cost clamp
-// the value, or refuse it with a 400 that takes nothing.
+// A client-chosen cost cannot undercut the rule, where "0" would be a free
+// pass and "0.001" would stretch the quota a thousandfold: min_cost
+// (default: default_cost) and max_cost clamp the value, or refuse it with a
+// 400 that takes nothing.
 func TestCostBounds(t *testing.T) {
 	t.Run("free pass", func(t *testing.T) {
 		doc := `{"rules":[{"name":"w","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":5,"cost_source":"header:x-weight"}}]}`

@@ -53,9 +53,9 @@ func (p *pathRecorder) paths() []string {
 }
 
 // Spellings of one path that a server resolving dot segments, merging
-// slashes and decoding escapes reads as /api/x took a bucket each, or
-// none: the limiter matched the raw path. Now every one is limited as
-// /api/x, or refused, and the upstream only ever gets /api/x.
+// slashes and decoding escapes reads as /api/x, each of which a limiter
+// matching the raw path would give a bucket of its own, or none: every one
+// is limited as /api/x, or refused, and the upstream only ever gets /api/x.
 func TestAttackNonCanonicalPaths(t *testing.T) {
 	rec := &pathRecorder{}
 	up := httptest.NewServer(rec)
@@ -69,7 +69,7 @@ func TestAttackNonCanonicalPaths(t *testing.T) {
 
 	spellings := []string{"/api/x", "//api/x", "/./api/x", "/x/../api/x", "/%2e/api/x", "/%2E%2E/api/x", "///api/x",
 		"/api/../api/x", "/.//api/x", "/z/%2e%2e/api/x", "/%2fapi/x", "/%61pi/x", "/api//x", "/api/./x", `/\api/x`, "/;/api/x",
-		"http://faucet/%2e/api/x", "*"}
+		"http://faucet/%2e/api/x", "*", "/api%2Fx|", "/a/..%2F..%2Fapi|/x", "http://faucet/api%2Fx{", "/api%2Fx%C3%A9|"}
 	codes := map[int]int{}
 	for _, s := range spellings {
 		codes[rawGet(t, p.addr, s)]++
@@ -133,10 +133,10 @@ func TestServePathFlags(t *testing.T) {
 	}
 }
 
-// The check API took a path with its query ("/login?a=1", the request
-// target as received) for a path holding an escaped "?": a rule on the
-// exact path /login (burst 1) allowed 5 of 5 such checks. A "?" or "#" in
-// the path is now refused, 400 naming the field.
+// A path with its query ("/login?a=1", the request target as received),
+// read as a path holding an escaped "?", would pass a rule on the exact
+// path /login (burst 1) every time: the check API refuses a "?" or "#" in
+// the path, 400 naming the field.
 func TestAttackCheckPathWithQuery(t *testing.T) {
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, `{"rules":[{"name":"login","limit_keys":["ip:address"],"match":{"path":"/login"},"algorithm_config":{"rps":0.001,"burst":1}}]}`)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,10 +147,10 @@ func TestAttackRLSOverrideFlood(t *testing.T) {
 }
 
 // Envoy fills a descriptor with a header's value as the client sent it and,
-// by default, admits a request whose rate-limit call fails: values the
-// service refused with InvalidArgument (empty, or over 4 KB) passed a
-// 5/hour limit every time. Now an empty value is one bucket like any other,
-// and a long one is over the limit.
+// by default, admits a request whose rate-limit call fails, so a value the
+// service answered with an error (empty, or over 4 KB) would pass a 5/hour
+// limit every time: an empty value is one bucket like any other, and a
+// long one is over the limit.
 func TestAttackRLSClientValues(t *testing.T) {
 	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsHourly})
 	client, _ := rlsClient(t, addr)
@@ -174,5 +175,67 @@ func TestAttackRLSClientValues(t *testing.T) {
 		if admitted != tc.want || errs != 0 {
 			t.Errorf("%s value: %d of 10 admitted (%d errors), want %d and no error", tc.name, admitted, errs, tc.want)
 		}
+	}
+}
+
+// Levels may hold dots, so a value such as "b.c_d" names a metric key that
+// another descriptor's levels spell too, and an RLS domain may be named
+// "http" as the HTTP rules' is. They count apart in the service, and the
+// metrics, whose labels cannot tell them apart, sum them: a label set sent
+// twice would fail every scrape of /metrics.
+func TestAttackRLSMetricKeysCollide(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"x_1","limit_keys":["global"],"algorithm_config":{"rps":1,"burst":5}}]}`)
+	p, addr, _ := startRLSServe(t, map[string]string{"http.yaml": `
+domain: http
+descriptors:
+  - key: x
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+`, "edge.yaml": `
+domain: edge
+descriptors:
+  - key: x
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+    descriptors:
+      - key: a
+        detailed_metric: true
+        rate_limit: {unit: hour, requests_per_unit: 100}
+        descriptors:
+          - key: c
+            detailed_metric: true
+            rate_limit: {unit: hour, requests_per_unit: 100}
+`}, "--rules", rules)
+	client, _ := rlsClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	entries := func(kv ...string) *rlspb.RateLimitRequest {
+		d := &common.RateLimitDescriptor{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &common.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*common.RateLimitDescriptor{d}}
+	}
+	inHTTP := entries("x", "1")
+	inHTTP.Domain = "http"
+	for _, r := range []*rlspb.RateLimitRequest{entries("x", "1", "a", "b.c_d"), entries("x", "1", "a", "b", "c", "d"),
+		entries("x", "1", "a", "b", "c", "d"), inHTTP} {
+		if _, err := client.ShouldRateLimit(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, body := get(t, p.adminURL("/metrics"))
+	const sample = `ratelimit_service_rate_limit_total_hits{domain="edge",key1="x_1",key2="a_b.c_d"}`
+	t.Logf("/metrics: %d, %d bytes", resp.StatusCode, len(body))
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %.300s, want 200", resp.StatusCode, body)
+	}
+	if n := metric(t, p, sample); n != 3 {
+		t.Errorf("%s = %v, want 3 (both keys' hits)", sample, n)
+	}
+	const inHTTPSample = `ratelimit_service_rate_limit_total_hits{domain="http",key1="x_1",key2=""}`
+	if n := metric(t, p, inHTTPSample); n != 1 {
+		t.Errorf("%s = %v, want 1 (the RLS hit; the HTTP rule has none)", inHTTPSample, n)
 	}
 }

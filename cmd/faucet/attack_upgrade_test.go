@@ -144,11 +144,11 @@ func (u *upgradeConn) send(n, pad int) (answered int, err error) {
 	return answered, nil
 }
 
-// An upgrade turned a connection into a tunnel the limiter saw nothing of:
-// behind a rule of burst 2, 50 requests sent inside it reached the
-// upstream. Now h2c is proxied as plain HTTP/1.1, another upgrade is
-// refused unless --upgrade allows it, and an allowed one takes its tokens
-// and is bounded in bytes, idle time and duration. CONNECT and the HTTP/2
+// An upgrade turns a connection into a tunnel the limiter sees nothing of,
+// in which any number of requests could reach the upstream behind a rule
+// of burst 2: h2c is proxied as plain HTTP/1.1, another upgrade is refused
+// unless --upgrade allows it, and an allowed one takes its tokens and is
+// bounded in bytes, idle time and duration. CONNECT and the HTTP/2
 // connection preface are refused.
 func TestAttackUpgradeTunnels(t *testing.T) {
 	up := startTunnelUpstream(t)

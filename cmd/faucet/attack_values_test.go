@@ -24,12 +24,12 @@ const valueRules = `{"rules":[
  {"name":"posts","limit_keys":["ip:address"],"match":{"path_prefix":"/m/","method":"POST"},"algorithm_config":{"rps":0.001,"burst":1}},
  {"name":"weighted","limit_keys":["path"],"match":{"path_prefix":"/c/"},"algorithm_config":{"rps":0.01,"burst":10,"cost_source":"header:x-cost"}}]}`
 
-// Two values for a limit key: faucet keyed "X-Api-Key: rnd<i>" followed by
-// "X-Api-Key: victim" on rnd<i> and forwarded both, so an upstream reading
-// the last line served 10 of 10 on the victim's key with a burst of 1.
-// Each shape that lets the upstream read another value than the limiter is
-// now answered 400 ambiguous_value (a malformed cost 400 invalid_cost)
-// and none reaches the upstream.
+// Two values for a limit key ("X-Api-Key: rnd<i>" then "X-Api-Key:
+// victim"), keyed on the first and forwarded, would let an upstream reading
+// the last line serve the victim's key past its burst of 1. Each shape
+// that lets the upstream read another value than the limiter is answered
+// 400 ambiguous_value (a malformed cost 400 invalid_cost), and none
+// reaches the upstream.
 func TestAttackRepeatedKeyValues(t *testing.T) {
 	var hits atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,11 +149,11 @@ func sendLines(t *testing.T, method, url string, headers ...string) (*http.Respo
 	return resp, string(body)
 }
 
-// With the example rules, whose per-ip rule is in shadow mode, every
-// response carried "per-ip";r=0;t=1 once that bucket was empty, and the
-// shadow reason: a client honouring the fields backed off for a rule that
-// denies nothing. The shadow rule is now only in the metrics and the log,
-// unless --headers names shadow.
+// A shadow rule in the response fields ("per-ip";r=0;t=1 once its bucket
+// is empty) would make a client honouring them back off for a rule that
+// denies nothing: with the example rules, whose per-ip rule is in shadow
+// mode, it is only in the metrics and the log, unless --headers names
+// shadow.
 func TestAttackShadowRuleHeaders(t *testing.T) {
 	t.Setenv(jwtSecretEnv, "an HS256 secret of at least 32 bytes, for tests") // the example's claims need verifying
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream") }))
@@ -188,12 +188,12 @@ func TestAttackShadowRuleHeaders(t *testing.T) {
 	}
 }
 
-// A rule on GET (burst 1) admitted every HEAD, and a rule on POST every
-// "post" and "Post": Go's ServeMux, Express, Rails, Django and Flask serve
-// a HEAD with the GET handler, and Django and Flask upper-case the method,
-// so each ran the limited handler unlimited. A HEAD now takes the GET
-// bucket, and a method with a lower-case letter is refused where a rule
-// reads the method.
+// Go's ServeMux, Express, Rails, Django and Flask serve a HEAD with the
+// GET handler, and Django and Flask upper-case the method, so a rule on GET
+// (burst 1) that let HEAD by, or one on POST that let "post" by, would
+// leave the limited handler unlimited. A HEAD takes the GET bucket, and a
+// method with a lower-case letter is refused where a rule reads the
+// method.
 func TestAttackMethodSpellings(t *testing.T) {
 	var hits atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -232,11 +232,11 @@ func TestAttackMethodSpellings(t *testing.T) {
 	}
 }
 
-// Go's server moves the Host header to Request.Host, so a rule matching
-// header:host never applied (a vhost rule of burst 1 admitted 6 of 6) and
-// one keyed on it put every host in one bucket. The rules now read the
-// host there, as nginx matches a server name: lower case, without the
-// port or a trailing dot, and from the absolute-form target when given.
+// Go's server moves the Host header to Request.Host, where a rule matching
+// or keyed on header:host must read it, or a vhost rule of burst 1 would
+// never apply and every host would share one bucket. The rules read the
+// host as nginx matches a server name: lower case, without the port or a
+// trailing dot, and from the absolute-form target when given.
 func TestAttackHostRules(t *testing.T) {
 	var hits atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))

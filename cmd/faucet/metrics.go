@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 		}, []string{"status"}),
 		upgrades: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_upgrades_total",
-			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405), h2c_preface_refused (the HTTP/2 connection preface, 405).",
+			Help: "Proxied requests asking to switch protocols, by result: allowed (--upgrade lists the protocol), refused (403), h2c_downgraded (proxied as plain HTTP/1.1), connect_refused (CONNECT, 405).",
 		}, []string{"result"}),
 		tunnelsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "faucet_tunnels_open", Help: "Upgraded connections open through the proxy.",
@@ -176,8 +176,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	// An RLS domain may be named "http", as the HTTP rules' is.
+	series := map[[3]string][5]uint64{}
 	if m.lim != nil {
-		m.collectHTTP(ch)
+		m.collectHTTP(ch, series)
 	}
 	if m.rls != nil {
 		o := m.rls.OverrideStats()
@@ -185,13 +187,19 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.rlsOverridesEvicted, prometheus.CounterValue, float64(o.Evicted))
 		ch <- prometheus.MustNewConstMetric(m.rlsOverridesRefused, prometheus.CounterValue, float64(o.Refused))
 		for _, s := range m.rls.Stats() {
-			m.emitRateLimit(ch, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+			addSeries(series, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
+		}
+	}
+	for k, n := range series {
+		for i, d := range m.rateLimit {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n[i]), k[0], k[1], k[2])
 		}
 	}
 }
 
-// collectHTTP emits the counters of the HTTP rules.
-func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
+// collectHTTP emits the counters of the HTTP rules, and adds their
+// envoyproxy/ratelimit counters to series.
+func (m *metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string][5]uint64) {
 	for _, s := range m.lim.Stats() {
 		for _, c := range []struct {
 			result string
@@ -200,7 +208,7 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 			{"failed_open", s.FailedOpen}, {"failed_closed", s.FailedClosed}} {
 			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(c.n), s.Name, c.result)
 		}
-		m.emitRateLimit(ch, "http", []string{s.Name}, [5]uint64{s.Allowed + s.Denied + s.ShadowDenied, s.Denied + s.ShadowDenied, s.NearLimit, s.Allowed, s.ShadowDenied})
+		addSeries(series, "http", []string{s.Name}, [5]uint64{s.Allowed + s.Denied + s.ShadowDenied, s.Denied + s.ShadowDenied, s.NearLimit, s.Allowed, s.ShadowDenied})
 		if s.HasBuckets {
 			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)
 			ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evicted), s.Name)
@@ -218,11 +226,15 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
 }
 
-// emitRateLimit sends one key's counters under envoyproxy/ratelimit's names.
-func (m *metrics) emitRateLimit(ch chan<- prometheus.Metric, domain string, levels []string, n [5]uint64) {
-	key1 := levels[0]
-	key2 := strings.Join(levels[1:], ".")
-	for i, d := range m.rateLimit {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n[i]), domain, key1, key2)
+// addSeries adds a key's counters to its series under
+// envoyproxy/ratelimit's labels (domain, key1, key2). Levels holding dots,
+// such as [a b.c] and [a b c], share key2: their counters are summed, as a
+// label set sent twice would fail the whole scrape.
+func addSeries(series map[[3]string][5]uint64, domain string, levels []string, n [5]uint64) {
+	k := [3]string{domain, levels[0], strings.Join(levels[1:], ".")}
+	sum := series[k]
+	for i, v := range n {
+		sum[i] += v
 	}
+	series[k] = sum
 }

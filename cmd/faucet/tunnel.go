@@ -19,8 +19,9 @@ import (
 // A request that switches protocols (Upgrade, answered 101 by the upstream)
 // turns its connection into a tunnel the limiter sees nothing of: every
 // request sent inside it would reach the upstream uncounted. So the proxy
-// refuses CONNECT and the HTTP/2 connection preface (405), never forwards
-// an upgrade to h2c (the request is proxied as plain HTTP/1.1, its upgrade
+// refuses CONNECT (405), never forwards the HTTP/2 connection preface
+// (its target, "*", has no canonical path: the limiter answers 400) nor an
+// upgrade to h2c (the request is proxied as plain HTTP/1.1, its upgrade
 // headers removed), refuses any other upgrade with 403 unless --upgrade
 // lists the protocol, and bounds the tunnel of an allowed one in time,
 // idle time and bytes. The upgrade request itself takes its tokens as any
@@ -112,16 +113,42 @@ func stripUpgrade(h http.Header) {
 // upgradeType is the protocol a request or response switches to, as
 // httputil.ReverseProxy reads it: Upgrade, if Connection names it.
 func upgradeType(h http.Header) string {
-	for _, v := range h["Connection"] {
-		for v != "" {
-			var name string
-			name, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(name), "upgrade") {
-				return h.Get("Upgrade")
-			}
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
+}
+
+// asciiPrint reports whether s is printable ASCII, as the proxy requires
+// of a protocol name.
+func asciiPrint(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
 		}
 	}
-	return ""
+	return true
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII letters only: the proxy's
+// comparison, under which K (U+212A) is not k.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // tunnelKey marks, in a request's context, an upgrade the gate allowed.
@@ -141,7 +168,7 @@ type tunnels struct {
 	idle        time.Duration
 	maxBytes    int64
 
-	upgrades struct{ refused, allowed, h2c, connect, preface prometheus.Counter }
+	upgrades struct{ refused, allowed, h2c, connect prometheus.Counter }
 	open     prometheus.Gauge
 	closed   map[string]prometheus.Counter // by reason
 }
@@ -162,7 +189,6 @@ func newTunnels(f *httpFlags, m *metrics) *tunnels {
 	t.upgrades.allowed = m.upgrades.WithLabelValues("allowed")
 	t.upgrades.h2c = m.upgrades.WithLabelValues("h2c_downgraded")
 	t.upgrades.connect = m.upgrades.WithLabelValues("connect_refused")
-	t.upgrades.preface = m.upgrades.WithLabelValues("h2c_preface_refused")
 	for _, r := range []string{tunnelDuration, tunnelIdle, tunnelBytes, tunnelClosed} {
 		t.closed[r] = m.tunnelsClosed.WithLabelValues(r)
 	}
@@ -176,13 +202,6 @@ func (t *tunnels) gate(next http.Handler) http.Handler {
 		if r.Method == http.MethodConnect {
 			t.upgrades.connect.Inc()
 			writeProblem(w, http.StatusMethodNotAllowed, "CONNECT is not proxied.")
-			return
-		}
-		if r.Method == "PRI" {
-			// The server reads the HTTP/2 connection preface (h2c with
-			// prior knowledge) as a request of method PRI.
-			t.upgrades.preface.Inc()
-			writeProblem(w, http.StatusMethodNotAllowed, "HTTP/2 without TLS is not proxied.")
 			return
 		}
 		lines, ok := r.Header["Upgrade"]
@@ -220,8 +239,10 @@ func (t *tunnels) modifyResponse(res *http.Response) error {
 	if g == nil {
 		return errors.New("upstream switched protocols unasked")
 	}
+	// As strict as the proxy's own check, which follows this one: a
+	// switch it refuses after us would leave the upstream connection open.
 	want, got := upgradeType(res.Request.Header), upgradeType(res.Header)
-	if want == "" || !strings.EqualFold(want, got) {
+	if want == "" || !asciiPrint(got) || !asciiEqualFold(want, got) {
 		return fmt.Errorf("upstream switched to protocol %q when %q was requested", got, want)
 	}
 	rwc, ok := res.Body.(io.ReadWriteCloser)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -173,5 +174,36 @@ func TestTunnelMaxBytes(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.tunnelsOpen); v != 0 {
 		t.Errorf("tunnels open: %v, want 0", v)
+	}
+}
+
+// A 101 opens a tunnel only for the protocol asked, compared as the proxy
+// compares it (printable ASCII, ASCII case): any switch the proxy would
+// refuse after modifyResponse is refused by it, which closes the upstream
+// connection.
+func TestModifyResponseProtocol(t *testing.T) {
+	f := httpFlags{upgrade: "kproto", upgradeMaxDuration: time.Hour, upgradeIdleTimeout: time.Hour, upgradeMaxBytes: 1 << 20}
+	set := newTunnels(&f, newMetrics())
+	for _, c := range []struct {
+		got  string
+		open bool
+	}{
+		{"kproto", true}, {"KPROTO", true}, {"\u212aproto", false}, {"kproto2", false}, {"", false}, {"kpr\x7foto", false},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "kproto")
+		req = req.WithContext(context.WithValue(req.Context(), tunnelKey{}, &tunnelGrant{}))
+		res := &http.Response{StatusCode: http.StatusSwitchingProtocols, Request: req, Header: http.Header{},
+			Body: &fakeConn{}}
+		res.Header.Set("Connection", "Upgrade")
+		res.Header.Set("Upgrade", c.got)
+		err := set.modifyResponse(res)
+		if (err == nil) != c.open {
+			t.Errorf("a 101 to %q for kproto: error %v, want a tunnel %v", c.got, err, c.open)
+		}
+		if err == nil {
+			res.Body.Close()
+		}
 	}
 }

@@ -438,9 +438,8 @@ func TestBadRequests(t *testing.T) {
 
 // Envoy puts a header's value in a descriptor as the client sent it, empty
 // or as long as Envoy takes, and admits the request when the service
-// answers an error (failure_mode_deny is off by default): an empty or a
-// long value was InvalidArgument, so a client passed every limit by sending
-// one. An empty value is now a value; a long one is over a limit it
+// answers an error (failure_mode_deny is off by default), so no value may
+// be an error: an empty value is a value; a long one is over a limit it
 // matches, and OK where it matches none.
 func TestClientValuesNeverError(t *testing.T) {
 	r := startRLS(t, Options{MaxEntryBytes: 64}, perUser)

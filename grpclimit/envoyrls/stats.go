@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -19,7 +20,8 @@ type Stat struct {
 	// value_to_metric, as the request's values name it; a key or value
 	// from the request longer than 64 bytes by its digest, "sha256-" and
 	// 16 hex digits, and the levels past 512 bytes as one level, by the
-	// digest of their text).
+	// digest of their text). Levels may hold dots, so two Stats may have
+	// the same Key: Domain and Levels tell them apart.
 	Key string
 	// Domain and Levels are Key's domain and levels, each level whole
 	// (a value's dots are not level separators).
@@ -35,7 +37,7 @@ type Stat struct {
 
 // statCounters are one metric key's counters.
 type statCounters struct {
-	domain                            string
+	name, domain                      string
 	levels                            []string
 	total, over, near, within, shadow atomic.Uint64
 }
@@ -56,32 +58,51 @@ func newStats(max int) *stats {
 // metricKey is a metric key as its levels, the domain apart.
 type metricKey []string
 
-// key is the key: the domain and the levels, joined by dots.
+// key is the key as shown: the domain and the levels, joined by dots.
+// Levels may hold dots, so two keys can show alike.
 func (k metricKey) key(domain string) string {
 	return domain + "." + strings.Join(k, ".")
+}
+
+// id tells keys apart, where key may not: each part prefixed by its
+// length.
+func (k metricKey) id(domain string) string {
+	n := len(domain) + 4
+	for _, l := range k {
+		n += len(l) + 4
+	}
+	b := make([]byte, 0, n)
+	b = strconv.AppendInt(b, int64(len(domain)), 10)
+	b = append(append(b, ':'), domain...)
+	for _, l := range k {
+		b = strconv.AppendInt(append(b, ','), int64(len(l)), 10)
+		b = append(append(b, ':'), l...)
+	}
+	return string(b)
 }
 
 // of returns the counters of key, or of fallback if key is new and the
 // table is full.
 func (st *stats) of(domain string, key, fallback metricKey) *statCounters {
-	name := key.key(domain)
-	if c, ok := st.keys.Load(name); ok {
+	id := key.id(domain)
+	if c, ok := st.keys.Load(id); ok {
 		return c
 	}
 	if st.size.Load() >= int64(st.max) {
-		if fb := fallback.key(domain); fb != name {
-			name, key = fb, fallback
+		if fb := fallback.id(domain); fb != id {
+			id, key = fb, fallback
 		}
 	}
-	c, loaded := st.keys.LoadOrCompute(name, func() *statCounters {
-		// The levels are slices of the stored name, which holds them all.
+	c, loaded := st.keys.LoadOrCompute(id, func() *statCounters {
+		// The levels are slices of the shown key, which holds them all.
+		name := key.key(domain)
 		levels := make([]string, len(key))
 		at := len(domain) + 1
 		for i, l := range key {
 			levels[i] = name[at : at+len(l)]
 			at += len(l) + 1
 		}
-		return &statCounters{domain: domain, levels: levels}
+		return &statCounters{name: name, domain: domain, levels: levels}
 	})
 	if !loaded {
 		st.size.Add(1)
@@ -92,8 +113,8 @@ func (st *stats) of(domain string, key, fallback metricKey) *statCounters {
 // snapshot returns every key's counters.
 func (st *stats) snapshot() []Stat {
 	var out []Stat
-	st.keys.Range(func(key string, c *statCounters) bool {
-		out = append(out, Stat{Key: key, Domain: c.domain, Levels: c.levels,
+	st.keys.Range(func(_ string, c *statCounters) bool {
+		out = append(out, Stat{Key: c.name, Domain: c.domain, Levels: c.levels,
 			TotalHits: c.total.Load(), OverLimit: c.over.Load(), NearLimit: c.near.Load(),
 			WithinLimit: c.within.Load(), ShadowMode: c.shadow.Load()})
 		return true

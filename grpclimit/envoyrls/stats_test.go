@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -151,6 +152,34 @@ descriptors:
 		if s := statOf(t, r, key); !slices.Equal(s.Levels, levels) || s.Domain != "edge" {
 			t.Errorf("%s: domain %q, levels %q, want %q", key, s.Domain, s.Levels, levels)
 		}
+	}
+}
+
+// Levels that show alike count apart: one entry whose value holds a dot
+// and two entries whose levels join to the same text.
+func TestStatsKeysDoNotCollide(t *testing.T) {
+	r := startRLS(t, Options{}, `
+domain: d
+descriptors:
+  - key: a
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 10}
+    descriptors:
+      - key: c
+        detailed_metric: true
+        rate_limit: {unit: second, requests_per_unit: 10}
+`)
+	r.ask(t, "d", desc("a", "b.c_d"))
+	r.ask(t, "d", desc("a", "b", "c", "d"))
+	r.ask(t, "d", desc("a", "b", "c", "d"))
+	got := map[string]uint64{}
+	for _, s := range r.srv.Stats() {
+		if s.Key == "d.a_b.c_d" {
+			got[strings.Join(s.Levels, "|")] = s.TotalHits
+		}
+	}
+	if want := map[string]uint64{"a_b.c_d": 1, "a_b|c_d": 2}; !maps.Equal(got, want) {
+		t.Errorf("the counters shown as d.a_b.c_d, by levels: %v, want %v", got, want)
 	}
 }
 
