@@ -122,7 +122,7 @@ func TestAdmissionBoundAcrossEveryPath(t *testing.T) {
 		for _, o := range opens {
 			admitted = append(admitted, admit{o.from, o.r.TimeToAct().Sub(t0), o.n, o.rate})
 		}
-		slices.SortStableFunc(admitted, func(a, b admit) int { return int(a.at - b.at) })
+		slices.SortStableFunc(admitted, func(a, b admit) int { return cmp.Compare(a.at, b.at) })
 		sum, sums := 0.0, map[float64][]float64{}
 		for j := range admitted {
 			sum += admitted[j].n
