@@ -93,20 +93,20 @@ type Policy struct {
 // (CanonicalPath under Options.Paths); a path that has none is refused with
 // 400 and ReasonInvalidPath, and takes no token.
 func (l *Middleware) Check(r *http.Request) Result {
-	return l.check(r, -1, false)
-}
-
-// check is Check with an optional cost for every rule (override >= 0); with
-// direct, RemoteAddr is the client whatever the trusted proxies. The Result
-// is the caller's own.
-func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
 	r, res, ok := l.canonical(r)
 	if !ok {
 		return res
 	}
+	return l.check(r, -1, false)
+}
+
+// check is Check on a request whose path is canonical, with an optional
+// cost for every rule (override >= 0); with direct, RemoteAddr is the
+// client whatever the trusted proxies. The Result is the caller's own.
+func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
 	sc := getScratch()
 	defer putScratch(sc)
-	res = l.decide(r, sc, override, direct, false)
+	res := l.decide(r, sc, override, direct, false)
 	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
 	return res
 }

@@ -82,6 +82,7 @@ func (l *Middleware) CheckHandler() http.Handler {
 			writeBadRequest(w, http.StatusBadRequest, msg)
 			return
 		}
+		// request made its path canonical already.
 		res := l.check(req, override, true)
 		h := http.Header{}
 		res.WriteHeaders(h)
