@@ -88,7 +88,10 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 		o.touch(now)
 		return o, 0, nil
 	}
-	next := s.swept(cur, now)
+	// A copy, published on every way out: the sweep, an eviction or a new
+	// binding may each have changed it.
+	next := maps.Clone(s.swept(cur, now))
+	defer func() { s.overrides.Store(&next) }()
 	share := max(1, s.opts.MaxOverrides/max(1, len(st.cfg.domains)))
 	held := map[string]int{}
 	for kk := range next {
@@ -120,18 +123,12 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 			}
 		}
 		if lru == nil {
-			if len(next) != len(cur) {
-				s.overrides.Store(&next)
-			}
 			s.overridesRefused.Add(1)
 			if firstFull.IsZero() {
 				// Room comes when other domains' overrides go idle.
 				firstFull = now.Add(s.opts.OverrideIdle)
 			}
 			return nil, firstFull.Sub(now), nil
-		}
-		if len(next) == len(cur) {
-			next = maps.Clone(cur)
 		}
 		delete(next, victim)
 		s.store.Release(lru.lim)
@@ -140,18 +137,11 @@ func (s *Server) override(i int, k overrideKey, st *state, now time.Time) (*over
 	sp := overrideSpec(k.perUnit, k.unit, k.mult)
 	l, err := s.store.Bind(sp)
 	if err != nil {
-		if len(next) != len(cur) {
-			s.overrides.Store(&next)
-		}
 		return nil, 0, status.Errorf(codes.Unavailable, "limit override %d per %s: %v", k.perUnit, k.unit, err)
-	}
-	if len(next) == len(cur) {
-		next = maps.Clone(cur)
 	}
 	o := &override{lim: l, name: sp.Name, refill: time.Duration(unitSeconds[k.unit]) * time.Duration(max(1, k.mult)) * time.Second}
 	o.used.Store(now.UnixNano())
 	next[k] = o
-	s.overrides.Store(&next)
 	return o, 0, nil
 }
 
