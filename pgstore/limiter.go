@@ -35,6 +35,7 @@ type Limiter struct {
 	conn    any
 	stats   counters
 	breaker *failpolicy.Breaker
+	co      coalescer
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
