@@ -268,3 +268,59 @@ func TestCoalescedBatchCap(t *testing.T) {
 		t.Fatalf("%d statements in flight at once, want 1", m)
 	}
 }
+
+// TestTakeRunWritesOnce: the take function decides a run of takes of one
+// key from one read of its row and writes it once (a trigger counts the
+// row versions), not once per take, with each take's own reply.
+func TestTakeRunWritesOnce(t *testing.T) {
+	db := newDB(t, Schema{})
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`CREATE TABLE writes (n bigint NOT NULL)`,
+		`INSERT INTO writes VALUES (0)`,
+		`CREATE FUNCTION count_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE writes SET n = n + 1; RETURN NULL; END $$`,
+		`CREATE TRIGGER count_write AFTER INSERT OR UPDATE ON ` + DefaultTable + ` FOR EACH ROW EXECUTE FUNCTION count_write()`,
+	} {
+		if _, err := db.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := mustNew(t, db, Config{Limit: frozen, Burst: 10, Prefix: uniquePrefix(), Timeout: testTimeout})
+	u := l.s.u
+	n := []float64{1, 0, 2.5, 11, 1, 0.5, 7, 1}
+	type reply struct {
+		denied bool
+		q      int64
+	}
+	// The first run starts from a full bucket, the second from 4 tokens.
+	rounds := [][]reply{
+		{{false, 9000}, {false, 9000}, {false, 6500}, {true, 6500}, {false, 5500}, {false, 5000}, {true, 5000}, {false, 4000}},
+		{{false, 3000}, {false, 3000}, {false, 500}, {true, 500}, {true, 500}, {false, 0}, {true, 0}, {true, 0}},
+	}
+	for round, want := range rounds {
+		key := []byte(l.KeyFor("k"))
+		keys := make([][]byte, len(n))
+		costs := make([]int64, len(n))
+		for i := range n {
+			keys[i], costs[i] = key, int64(u.cost(n[i]))
+		}
+		var now int64
+		var den []bool
+		var ats, qs []int64
+		if err := l.query(ctx, l.s.take, []any{keys, int64(u.capacity), u.pArg, u.qArg, costs, l.s.lockMS, nil}, &now, &den, &ats, &qs); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range want {
+			if den[i] != w.denied || qs[i] != w.q || ats[i] != ats[0] {
+				t.Fatalf("round %d take %d (n=%v): denied %v, %d quanta at %d; want denied %v, %d quanta at %d", round, i, n[i], den[i], qs[i], ats[i], w.denied, w.q, ats[0])
+			}
+		}
+		var writes int64
+		if err := db.QueryRow(ctx, `SELECT n FROM writes`).Scan(&writes); err != nil {
+			t.Fatal(err)
+		}
+		if writes != int64(round+1) {
+			t.Fatalf("round %d: %d row writes in all for %d statements of one key's run, want one each", round, writes, round+1)
+		}
+	}
+}
