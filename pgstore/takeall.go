@@ -17,7 +17,8 @@ import (
 // with the wait until take i alone would pass, and denied is k. A take that
 // can never pass (N above its Burst, negative, NaN) is reported before
 // anything is taken. Concurrent TakeAlls lock their rows in one order, so
-// they do not deadlock each other.
+// they do not deadlock each other. A TakeAll of one take is a Take of the
+// take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
 // Every takes[i].Limiter must be a non-nil *Limiter on the same DB value and
 // Table as l: otherwise the error wraps engine.ErrNilLimiter or
