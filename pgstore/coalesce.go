@@ -125,21 +125,26 @@ func (c *coalescer) leave(p *pending) bool {
 	return true
 }
 
-// lead sends batch, which leader sends for its key, answers its other
-// takes, and hands the key's next batch, if takes are waiting, to the
-// first of them; else the key is idle again.
+// lead sends batch, which leader sends for its key, hands the key's next
+// batch, if takes are waiting, to the first of them (else the key is idle
+// again), and wakes the batch's other takes, answered.
 func (l *Limiter) lead(leader *pending, batch []*pending) {
 	l.send(batch)
+	l.co.handOff(leader.rk)
 	for _, p := range batch {
 		if p != leader {
 			close(p.wake)
 		}
 	}
-	c := &l.co
+}
+
+// handOff gives the next batch of rk's waiting takes to the first of them
+// to send, or marks rk idle if none waits.
+func (c *coalescer) handOff(rk string) {
 	c.mu.Lock()
-	q := c.keys[leader.rk]
+	q := c.keys[rk]
 	if len(q.waiting) == 0 {
-		delete(c.keys, leader.rk)
+		delete(c.keys, rk)
 		c.mu.Unlock()
 		return
 	}

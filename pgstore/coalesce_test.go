@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,5 +137,54 @@ func TestCoalescingOneStatementPerKey(t *testing.T) {
 	}
 	if s := l.Stats(); s.Calls >= callers*each || s.Allowed+s.Denied != callers*each {
 		t.Errorf("stats %+v: want fewer statements than the %d takes, each take counted once", s, callers*each)
+	}
+}
+
+// TestCoalescedConcurrentFixedTime: callers racing on one key at one fixed
+// time of the store's clock, however their takes are batched, are decided
+// as some order of single takes: what the allowed takes cost is exactly
+// what the bucket lost, and every denied take found less than it asked.
+func TestCoalescedConcurrentFixedTime(t *testing.T) {
+	w := newWatchDB(newDB(t, Schema{}))
+	l := mustNew(t, w, Config{Limit: 10, Burst: 50, Prefix: uniquePrefix(), Timeout: 30 * time.Second})
+	us := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC).UnixMicro()
+	costs := []float64{0, 0.5, 1, 1, 2, 3.5}
+	var mu sync.Mutex
+	var taken float64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 4 {
+				n := costs[(g+i)%len(costs)]
+				var out [1]engine.Decision
+				at := us
+				_, now, err := l.takeAll(context.Background(), []engine.Take{{Limiter: l, Key: "hot", N: n}}, out[:], &at)
+				d := out[0]
+				if err != nil || now.UnixMicro() != us {
+					t.Errorf("take of %v: %v at %v", n, err, now)
+					return
+				}
+				if !d.Allowed && d.Remaining >= n {
+					t.Errorf("take of %v denied with %v tokens left", n, d.Remaining)
+				}
+				if d.Allowed {
+					mu.Lock()
+					taken += n
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	at := us
+	var out [1]engine.Decision
+	if _, _, err := l.takeAll(context.Background(), []engine.Take{{Limiter: l, Key: "hot", N: 0}}, out[:], &at); err != nil {
+		t.Fatal(err)
+	}
+	if left := out[0].Remaining; taken+left != 50 || taken < 40 {
+		t.Fatalf("allowed takes cost %v and %v tokens are left: want 50 in all, most of it taken", taken, left)
+	}
+	if m := w.mostInFlight(); m != 1 {
+		t.Fatalf("%d statements of one key in flight at once, want 1", m)
 	}
 }
