@@ -39,9 +39,10 @@ type keyQueue struct {
 	waiting []*pending
 }
 
-// pending is one single take. The fields below wake are the answer, written
-// by whoever answers it (the sender of its batch, or its own caller when it
-// leaves the queue) before wake is closed.
+// pending is one single take. lead and the answer after it are written
+// before wake is closed: lead by the sender of the batch before, the answer
+// by the sender of the take's batch, or by its caller when it leaves the
+// queue.
 type pending struct {
 	ctx  context.Context
 	key  string // the caller's key
