@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PostgreSQL benchmarks: checks per second and latency of a limit kept in one
 # local PostgreSQL at 1, 16 and 64 concurrent callers, on one hot key and on
-# 1e4 keys, for faucet's pgstore, the common SELECT ... FOR UPDATE
+# 1e4 keys, for faucet's pgstore (and pgstore with coalescing off,
+# faucet_single), the common SELECT ... FOR UPDATE
 # transaction (for_update) and, for the choice between the two stores,
 # faucet's redisstore against a local redis-server (BenchmarkPostgres). The
 # benchmark starts both servers itself (PostgreSQL through pgstore/pgtest,
@@ -9,7 +10,7 @@
 #
 # Writes results/<date>-<commit>-postgres.txt (Go benchmark format). COUNT
 # (default 10) is the number of runs of each configuration, BENCHTIME
-# (default 1s) the length of each. Takes about 8 minutes.
+# (default 1s) the length of each. Takes about 11 minutes.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v redis-server > /dev/null || { echo "redis-server not found: apt-get install -y redis-server" >&2; exit 1; }

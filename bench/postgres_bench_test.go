@@ -64,11 +64,12 @@ type pgCheck struct {
 }
 
 // pgImpls are the implementations, in the order of the results.
-var pgImpls = []pgImpl{faucetPgImpl, forUpdateImpl, faucetRedisPgImpl}
+var pgImpls = []pgImpl{faucetPgImpl, faucetSinglePgImpl, forUpdateImpl, faucetRedisPgImpl}
 
 // BenchmarkPostgres checks a limit kept in one local PostgreSQL from 1, 16
 // and 64 concurrent callers, on one hot key and on 1e4 keys (pgScenarios),
-// with pgstore (faucet), the common SELECT ... FOR UPDATE transaction
+// with pgstore (faucet; faucet_single with coalescing off, a statement per
+// check), the common SELECT ... FOR UPDATE transaction
 // (for_update, see forUpdate) on the same pool of 64 connections, and, for
 // the choice between the two stores, redisstore on a local redis-server
 // (faucet_redis, as BenchmarkRedis's faucet). Each run starts with empty
@@ -148,24 +149,37 @@ func benchPgImpl(b *testing.B, im pgImpl, lim limit, callers int, keys []string,
 	}
 }
 
-// faucetPgImpl is pgstore: one statement per check.
-var faucetPgImpl = pgImpl{
-	name: "faucet",
-	new: func(b *testing.B, pool *pgxpool.Pool, lim limit) (*pgCheck, error) {
-		l, err := pgstore.New(pool, pgstore.Config{Limit: engine.Limit(lim.rate), Burst: float64(lim.burst), Prefix: "bench:", Timeout: pgTimeout})
-		if err != nil {
-			return nil, err
-		}
-		return &pgCheck{
-			check: func(ctx context.Context, key string) (bool, error) {
-				d, err := l.Take(ctx, key, 1)
-				return d.Allowed, err
-			},
-			stmts:     func() (int64, error) { return int64(l.Stats().Calls), nil },
-			serverCPU: pgServerCPU(b, pool),
-			close:     func() { l.Close() },
-		}, nil
-	},
+// faucetPgImpl is pgstore: a check is a statement, shared with the
+// checks of its key that arrive while the key's previous statement is in
+// flight (coalescing).
+var faucetPgImpl = pgstoreImpl("faucet", false)
+
+// faucetSinglePgImpl is pgstore with coalescing off
+// (Config.DisableCoalescing): one statement per check, however many wait
+// for the same row.
+var faucetSinglePgImpl = pgstoreImpl("faucet_single", true)
+
+// pgstoreImpl is pgstore under name, with coalescing off if single.
+func pgstoreImpl(name string, single bool) pgImpl {
+	return pgImpl{
+		name: name,
+		new: func(b *testing.B, pool *pgxpool.Pool, lim limit) (*pgCheck, error) {
+			l, err := pgstore.New(pool, pgstore.Config{Limit: engine.Limit(lim.rate), Burst: float64(lim.burst), Prefix: "bench:",
+				Timeout: pgTimeout, DisableCoalescing: single})
+			if err != nil {
+				return nil, err
+			}
+			return &pgCheck{
+				check: func(ctx context.Context, key string) (bool, error) {
+					d, err := l.Take(ctx, key, 1)
+					return d.Allowed, err
+				},
+				stmts:     func() (int64, error) { return int64(l.Stats().Calls), nil },
+				serverCPU: pgServerCPU(b, pool),
+				close:     func() { l.Close() },
+			}, nil
+		},
+	}
 }
 
 // forUpdateImpl is the SELECT ... FOR UPDATE transaction (forUpdate).

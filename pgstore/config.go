@@ -78,6 +78,12 @@ type Config struct {
 	// BreakFor is how long the breaker stays open; 0 picks 1 s. After it
 	// the next call tries again, and one success closes the breaker.
 	BreakFor time.Duration
+	// DisableCoalescing sends every single take in a statement of its own,
+	// instead of one statement at a time per key carrying the takes that
+	// arrived meanwhile (see the package documentation, Coalescing). It is
+	// for comparison only, in benchmarks: the decisions are the same, and
+	// a hot key's statements queue on its row lock inside the database.
+	DisableCoalescing bool
 }
 
 // DefaultTimeout is the Timeout of a Config that leaves it 0: a round trip

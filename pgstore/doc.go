@@ -37,6 +37,35 @@
 // concurrent take got there first; the UPDATE's row lock orders them. A
 // missing row is a full bucket: the first take inserts it.
 //
+// # Coalescing
+//
+// The takes of one key serialise on its row lock, however many callers
+// send them: with a statement per caller, a hot key's statements queue
+// inside the database, each holding a connection, each writing a row
+// version, and the more callers the slower each check. So a Limiter keeps
+// at most one statement per key in flight. Single takes (Take, Allow,
+// Tokens, and TakeAll with one take) of a key that arrive while its
+// statement is in flight wait, and go together in the next statement, up
+// to 1,000 of them, in the order they arrived; the first of them sends it
+// and hands the one after to the first of the takes that arrived
+// meanwhile, so no caller works for others beyond one statement. A take
+// that finds its key idle goes at once: a lone caller waits for nothing,
+// and different keys never wait for each other.
+//
+// Each take keeps its own Decision: the function decides a batch's takes
+// one after another, each as if it came alone, at the statement's one
+// reading of the clock, from one read of the row, and writes the row once
+// (retrying the whole batch if a concurrent statement changed the row
+// first). A caller whose context ends while its take still waits leaves at
+// once with the failure policy's answer and an error wrapping
+// engine.ErrUnavailable: nothing was sent. Once sent, its take is decided
+// and it waits for the statement, which no caller's context cancels (a
+// lone take's excepted): the Limiter's Timeout bounds it. If the statement
+// fails, every take of the batch gets the failure policy's answer and the
+// classified error, and the breaker counts one failure. Multi-take TakeAlls
+// do not coalesce: each is a statement of its own, atomic.
+// Config.DisableCoalescing turns coalescing off, for comparison only.
+//
 // The arithmetic is the engine's, in exact integers (numeric): tokens in
 // quanta of 0.001, time in microseconds since the Unix epoch, the rate as a
 // fraction of quanta per microsecond taken from the engine's own
@@ -69,7 +98,7 @@
 // # Failure
 //
 // Every statement has a deadline (Config.Timeout, 100 ms by default, on
-// top of the context's). A take that must wait for a row lock held by
+// top of the context's, but for a batch of coalesced takes). A take that must wait for a row lock held by
 // someone else (a stuck transaction) gives up inside the database at nine
 // tenths of it, so that its error is certain that nothing was taken. When
 // the store fails, Config.OnFailure decides: FailOpen (the default) allows,

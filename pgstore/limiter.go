@@ -35,6 +35,7 @@ type Limiter struct {
 	conn    any
 	stats   counters
 	breaker *failpolicy.Breaker
+	co      coalescer
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
@@ -140,7 +141,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // them, with exactly engine.Engine.AllowN's Decision: n may be fractional
 // (0.001 resolution), 0 peeks, and n above Burst, negative or NaN is denied
 // with RetryAfter engine.InfDuration without a write. One statement, one
-// round trip.
+// round trip, shared with the key's other takes that arrive while the
+// key's previous statement is in flight (see Coalescing in the package
+// documentation).
 //
 // A non-nil error means the store could not decide; the Decision is then
 // Config.OnFailure's answer. The error wraps engine.ErrUnavailable when

@@ -195,28 +195,34 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 	SELECT div((div(at * p, q) + cap - tk) * q + p - 1, p)::bigint
 $fn$`,
 
-		// take makes the takes one by one, each on its own, at one reading
-		// of the clock (the database's unless at_us is given: tests). A
-		// cost of 0 peeks; a cost above cap takes nothing and reports. The
-		// reply is the time and, per take, whether it was denied and the
-		// bucket's tick and quanta (after the take, if made). A take reads
-		// without locking, so a denial or a peek writes and locks nothing;
-		// a take writes with a compare-and-swap on the state it read
-		// (UPDATE ... WHERE tick and quanta are still those), retried on a
-		// concurrent change, which the row lock of the UPDATE serialises.
-		// lock_ms bounds the wait for a row lock (a stuck transaction's):
-		// past it the statement fails and takes nothing.
+		// take makes the takes one after another, each as if alone, at one
+		// reading of the clock (the database's unless at_us is given:
+		// tests). A cost of 0 peeks; a cost above cap takes nothing and
+		// reports. The reply is the time and, per take, whether it was
+		// denied and the bucket's tick and quanta (after the take, if
+		// made). A run of takes of one key (the batch of a key's waiting
+		// callers) reads the row once without locking, decides every take
+		// of the run in order in memory, and writes once if any took, with
+		// a compare-and-swap on the state it read (UPDATE ... WHERE tick and
+		// quanta are still those), the whole run retried on a concurrent
+		// change, which the row lock of the UPDATE serialises: a row version
+		// per run, not per take, and a run of denials or peeks writes and
+		// locks nothing. lock_ms bounds the wait for a row lock (a stuck
+		// transaction's): past it the statement fails and takes nothing.
 		`CREATE OR REPLACE FUNCTION ` + fn("_take") + `(
 	keys bytea[], cap bigint, p numeric, q numeric, costs bigint[], lock_ms int, at_us bigint DEFAULT NULL,
 	OUT now_us bigint, OUT denied boolean[], OUT at_of bigint[], OUT q_of bigint[])
 LANGUAGE plpgsql VOLATILE SET enable_seqscan = off AS $fn$
 DECLARE
 	n int := cardinality(keys);
+	i int := 1;
+	j int;
 	k bytea;
 	cost bigint;
 	r_tick bigint;
 	r_q bigint;
 	present boolean;
+	took boolean;
 	a bigint;
 	tk bigint;
 	tries int;
@@ -225,41 +231,50 @@ BEGIN
 	denied := array_fill(false, ARRAY[n]);
 	at_of := array_fill(0::bigint, ARRAY[n]);
 	q_of := at_of;
-	FOR i IN 1..n LOOP
+	WHILE i <= n LOOP
 		k := keys[i];
-		cost := costs[i];
+		-- The run of takes of k is i..j.
+		j := i;
+		WHILE j < n AND keys[j + 1] = k LOOP
+			j := j + 1;
+		END LOOP;
 		tries := 0;
 		LOOP
 			SELECT b.tick, b.quanta INTO r_tick, r_q FROM ` + t + ` b WHERE b.key = k;
 			present := FOUND;
 			SELECT v.at, v.tk INTO a, tk FROM ` + fn("_advance") + `(present, r_tick, r_q, now_us, cap, p, q) v;
-			IF cost > cap OR tk < cost THEN
-				denied[i] := true;
-				EXIT;
-			END IF;
-			EXIT WHEN cost = 0;
+			-- A take leaves the bucket stamped a (never before now_us), so
+			-- the next take of the run finds it as it was left.
+			took := false;
+			FOR m IN i..j LOOP
+				cost := costs[m];
+				denied[m] := cost > cap OR tk < cost;
+				IF NOT denied[m] AND cost > 0 THEN
+					tk := tk - cost;
+					took := true;
+				END IF;
+				at_of[m] := a;
+				q_of[m] := tk;
+			END LOOP;
+			EXIT WHEN NOT took;
 			IF tries = 0 THEN
 				PERFORM set_config('lock_timeout', lock_ms::text, true);
 			END IF;
 			IF present THEN
-				UPDATE ` + t + ` b SET tick = a, quanta = tk - cost, expires = ` + fn("_full") + `(a, tk - cost, cap, p, q)
+				UPDATE ` + t + ` b SET tick = a, quanta = tk, expires = ` + fn("_full") + `(a, tk, cap, p, q)
 					WHERE b.key = k AND b.tick = r_tick AND b.quanta = r_q;
 			ELSE
 				INSERT INTO ` + t + ` (key, tick, quanta, expires)
-					VALUES (k, a, tk - cost, ` + fn("_full") + `(a, tk - cost, cap, p, q))
+					VALUES (k, a, tk, ` + fn("_full") + `(a, tk, cap, p, q))
 					ON CONFLICT (key) DO NOTHING;
 			END IF;
-			IF FOUND THEN
-				tk := tk - cost;
-				EXIT;
-			END IF;
+			EXIT WHEN FOUND;
 			tries := tries + 1;
 			IF tries >= 10000 THEN
 				RAISE EXCEPTION 'faucet: bucket % changed under 10000 attempts to take', k;
 			END IF;
 		END LOOP;
-		at_of[i] := a;
-		q_of[i] := tk;
+		i := j + 1;
 	END LOOP;
 END
 $fn$`,

@@ -17,7 +17,8 @@ import (
 // with the wait until take i alone would pass, and denied is k. A take that
 // can never pass (N above its Burst, negative, NaN) is reported before
 // anything is taken. Concurrent TakeAlls lock their rows in one order, so
-// they do not deadlock each other.
+// they do not deadlock each other. A TakeAll of one take is a Take of the
+// take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
 // Every takes[i].Limiter must be a non-nil *Limiter on the same DB value and
 // Table as l: otherwise the error wraps engine.ErrNilLimiter or
@@ -73,6 +74,15 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if n == 0 {
 		return -1, now, nil
 	}
+	if n == 1 {
+		// The take's own Limiter, whose bucket it is: l may be another of
+		// the same DB. A single take coalesces
+		// with the key's others (coalesce.go).
+		var d engine.Decision
+		d, denied, now, err = limiterOf(&takes[0]).takeOne(ctx, takes[0].Key, takes[0].N, at)
+		out[0] = d
+		return denied, now, err
+	}
 	keys := make([][]byte, n)
 	costs := make([]int64, n)
 	never := -1
@@ -98,30 +108,18 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		}
 		takes0 = false
 	}
+	caps := make([]int64, n)
+	ps := make([]string, n)
+	qq := make([]string, n)
+	for i := range takes {
+		u := limiterOf(&takes[i]).s.u
+		caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
+	}
 	var nowUS int64
 	var ats, qs []int64
-	var den []bool
-	if n == 1 {
-		// The take's own Limiter: l may be another of the same DB.
-		tl := limiterOf(&takes[0])
-		u := tl.s.u
-		err = l.query(ctx, tl.s.take, []any{keys, int64(u.capacity), u.pArg, u.qArg, costs, tl.s.lockMS, at}, &nowUS, &den, &ats, &qs)
-		denied = -1
-		if err == nil && len(den) == 1 && den[0] {
-			denied = 0
-		}
-	} else {
-		caps := make([]int64, n)
-		ps := make([]string, n)
-		qq := make([]string, n)
-		for i := range takes {
-			u := limiterOf(&takes[i]).s.u
-			caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
-		}
-		var k int32
-		err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, l.s.lockMS, at}, &nowUS, &k, &ats, &qs)
-		denied = int(k) - 1
-	}
+	var k int32
+	err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, l.s.lockMS, at}, &nowUS, &k, &ats, &qs)
+	denied = int(k) - 1
 	if err == nil && (len(ats) != n || len(qs) != n) {
 		err = fmt.Errorf("%w: %d states for %d takes", errReply, len(ats), n)
 	}

@@ -30,8 +30,11 @@ func postgresSection(dir string) (string, error) {
 	fmt.Fprintf(&b, "`bench/postgres.sh` runs `BenchmarkPostgres`: checks of a limit kept in one local\n")
 	fmt.Fprintf(&b, "PostgreSQL %s (fsync off, UNLOGGED tables, a pool of 64 connections) from 1,\n", r.config["postgres"])
 	b.WriteString("16 and 64 concurrent callers, on one hot key and on 1e4 keys in random order.\n")
-	b.WriteString("`faucet` is `pgstore` (one statement per check: a function that reads\n")
-	b.WriteString("without locking and writes by compare-and-swap, with the database's clock);\n")
+	b.WriteString("`faucet` is `pgstore` (a function that reads without locking and writes by\n")
+	b.WriteString("compare-and-swap, with the database's clock; at most one statement per key in\n")
+	b.WriteString("flight, carrying the key's checks that arrived meanwhile); `faucet_single` is\n")
+	b.WriteString("`pgstore` with coalescing off (`Config.DisableCoalescing`): one statement per\n")
+	b.WriteString("check, the design before coalescing, for comparison;\n")
 	b.WriteString("`for_update` is the common design as a peer on the same pool: per check one\n")
 	b.WriteString("transaction, BEGIN; INSERT ... ON CONFLICT DO NOTHING; SELECT ... FOR UPDATE;\n")
 	b.WriteString("refill in the application with its clock; on admission INSERT ... ON CONFLICT\n")
@@ -69,14 +72,14 @@ func postgresSection(dir string) (string, error) {
 		}
 	}
 
-	b.WriteString("\n| keys | callers | faucet checks/s | for_update checks/s | faucet ÷ for_update | faucet_redis checks/s | faucet_redis ÷ faucet |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| keys | callers | faucet checks/s | faucet_single checks/s | faucet ÷ faucet_single | for_update checks/s | faucet ÷ for_update | faucet_redis checks/s | faucet_redis ÷ faucet |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		for _, c := range callers {
-			f, fu, rd := get("checks/s", k, "faucet", c), get("checks/s", k, "for_update", c), get("checks/s", k, "faucet_redis", c)
+			f, fs, fu, rd := get("checks/s", k, "faucet", c), get("checks/s", k, "faucet_single", c), get("checks/s", k, "for_update", c), get("checks/s", k, "faucet_redis", c)
 			if f == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %.0f | %s |\n", k, c, f, fu, ratio(f, fu), rd, ratio(rd, f))
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %.0f | %s | %.0f | %s |\n", k, c, f, fs, ratio(f, fs), fu, ratio(f, fu), rd, ratio(rd, f))
 		}
 	}
 	b.WriteString("\nReproduce: `cd bench && ./postgres.sh` (COUNT=10 runs of each configuration). It runs\n\n```\n")
