@@ -74,7 +74,7 @@ type Config struct {
 	// the fallback's share 1/FallbackPeers.N() at each failure: the
 	// instances the store's heartbeats last counted (a Store's own). It
 	// must be nil with a FallbackShare or another policy.
-	FallbackPeers *failpolicy.Peers
+	FallbackPeers   *failpolicy.Peers
 	FallbackMaxKeys int
 	// BreakAfter is the number of consecutive store failures after which
 	// the Limiter stops calling the database for BreakFor and answers every

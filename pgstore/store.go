@@ -65,8 +65,8 @@ type Store struct {
 	*engine.Pool
 	peers failpolicy.Peers
 	stop  chan struct{}
-	done sync.WaitGroup
-	once sync.Once
+	done  sync.WaitGroup
+	once  sync.Once
 }
 
 // NewStore returns a Store on db, which must be safe for concurrent use (a
