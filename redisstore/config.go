@@ -72,12 +72,12 @@ type Config struct {
 	// cannot grow the process without end; keys beyond it share the
 	// engine's overflow bucket. 0 picks 1,000,000; a negative value means
 	// unbounded. It must be 0 with the other policies.
+	FallbackMaxKeys int
 	// FallbackPeers, with OnFailure Fallback and FallbackShare 0, makes
 	// the fallback's share 1/FallbackPeers.N() at each failure: the
 	// instances the store's heartbeats last counted (a Store's own). It
 	// must be nil with a FallbackShare or another policy.
-	FallbackPeers   *failpolicy.Peers
-	FallbackMaxKeys int
+	FallbackPeers *failpolicy.Peers
 	// BreakAfter is the number of consecutive store failures after which the
 	// Limiter stops calling Redis for BreakFor and answers every call by
 	// OnFailure at once, so that an outage costs each request nothing rather
