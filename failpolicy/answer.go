@@ -15,9 +15,16 @@ type Take struct {
 	Policy Policy
 	// Fallback is the Limiter's local engine, with Policy Fallback.
 	Fallback *engine.Engine
+	// Peers, if not nil, sets Fallback's share of Limit and Burst before
+	// it decides: 1/Peers.N() (Retune). Nil leaves the engine as it is (a
+	// fixed share).
+	Peers *Peers
+	// Limit is the Limiter's: with Peers, the limit shared.
+	Limit engine.Limit
 	// Timeout is the Limiter's deadline: a denial's RetryAfter.
 	Timeout time.Duration
-	// Burst is the Limiter's: a fail-open answer's Remaining.
+	// Burst is the Limiter's: a fail-open answer's Remaining and, with
+	// Peers, the burst shared.
 	Burst float64
 	Key   string
 	N     float64
@@ -44,6 +51,9 @@ func Answer(takes []Take, out []engine.Decision) (denied int, fellBack bool) {
 				denied = i
 			}
 		case Fallback:
+			if t.Peers != nil {
+				Retune(t.Fallback, t.Limit, t.Burst, t.Peers.Share())
+			}
 			local = append(local, engine.Take{Limiter: t.Fallback, Key: t.Key, N: t.N})
 			where = append(where, i)
 		}

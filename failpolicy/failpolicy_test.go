@@ -27,16 +27,16 @@ func TestCheck(t *testing.T) {
 		{Policy(9), 0, 0, "OnFailure must be"},
 		{Fallback, 0.5, 0, ""},
 	} {
-		_, err := Check(tc.p, 10, 50, tc.share, tc.keys)
+		_, err := Check(tc.p, 10, 50, tc.share, tc.keys, nil)
 		if tc.reason == "" && err != nil || tc.reason != "" && (err == nil || !strings.Contains(err.Error(), tc.reason)) {
 			t.Errorf("Check(%v, share %v, keys %d): %v, want %q", tc.p, tc.share, tc.keys, err, tc.reason)
 		}
 	}
-	cfg, err := Check(Fallback, 10, 50.5, 0.333, -1)
+	cfg, err := Check(Fallback, 10, 50.5, 0.333, -1, nil)
 	if err != nil || cfg.Limit != 3.33 || cfg.Burst != 16.816 || cfg.MaxKeys != 0 {
 		t.Errorf("fallback config %+v %v: want a third of the limit, the burst rounded down to 0.001, unbounded", cfg, err)
 	}
-	if cfg, _ := Check(Fallback, 10, 50, 1, 0); cfg.MaxKeys != DefaultFallbackMaxKeys {
+	if cfg, _ := Check(Fallback, 10, 50, 1, 0, nil); cfg.MaxKeys != DefaultFallbackMaxKeys {
 		t.Errorf("MaxKeys %d, want the default", cfg.MaxKeys)
 	}
 }

@@ -47,8 +47,16 @@ const DefaultFallbackMaxKeys = 1_000_000
 // and with Fallback the Config of the fallback engine of a Limiter with
 // limit and burst: share of both, its Burst rounded down to a multiple of
 // 0.001 and at least one token, at most maxKeys buckets (0:
-// DefaultFallbackMaxKeys, negative: unbounded).
-func Check(p Policy, limit engine.Limit, burst, share float64, maxKeys int) (engine.Config, error) {
+// DefaultFallbackMaxKeys, negative: unbounded). With peers (FallbackPeers)
+// the policy must be Fallback and share 0: the engine starts with the whole
+// limit (SharedFallback) and each failure gives it 1/peers.N() (Retune).
+func Check(p Policy, limit engine.Limit, burst, share float64, maxKeys int, peers *Peers) (engine.Config, error) {
+	if peers != nil {
+		if p != Fallback || share != 0 {
+			return engine.Config{}, fmt.Errorf("FallbackPeers must be nil unless OnFailure is Fallback and FallbackShare 0, got %v and %v", p, share)
+		}
+		return SharedFallback(limit, burst, maxKeys), nil
+	}
 	switch p {
 	case FailOpen, FailClosed:
 		if share != 0 {

@@ -42,6 +42,10 @@ type Result struct {
 	RetryAfter int64 `json:"retry_after,omitempty"`
 	// Policies has one entry per rule that applied, in rule order.
 	Policies []Policy `json:"policies"`
+	// StoreError reports that the shared store could not decide the
+	// request (failed, too slow, or its breaker open): each rule's
+	// fail_mode answered, and Policies say how.
+	StoreError bool `json:"store_error,omitempty"`
 	// Headers is the header fields WriteHeaders writes: the Middleware's
 	// Options.Headers; 0 (as in a Result built or decoded by a caller)
 	// means HeadersDraft.
@@ -80,6 +84,10 @@ type Policy struct {
 	// store failed or the request was refused before any take: the other
 	// state fields are 0.
 	Unknown bool `json:"unknown,omitempty"`
+	// Fallback reports that the store failed and its in-memory fallback
+	// decided for this rule (fail_mode "fallback"): the state fields are
+	// the fallback bucket's.
+	Fallback bool `json:"fallback,omitempty"`
 
 	// policy and quoted are the rule's RateLimit-Policy item and quoted
 	// name, precomputed so that writing headers allocates less; empty in a
@@ -294,32 +302,28 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
 	}
-	if err != nil && !errors.Is(err, engine.ErrFallback) {
-		closed := false
-		for _, i := range idx {
-			res.Policies[i].Unknown = true
-			closed = closed || applied[i].closed
+	fellBack := false
+	if err != nil {
+		var ok bool
+		if takes, out, idx, denied, fellBack, ok = l.failed(q, now, res, applied, takes, out, idx, denied, err); !ok {
+			return
 		}
-		for _, i := range idx {
-			if closed {
-				applied[i].counters.failedClosed.Add(1)
-			} else {
-				applied[i].counters.failedOpen.Add(1)
-			}
-		}
-		if closed {
-			res.Allowed, res.Status, res.Reason, res.RetryAfter = false, http.StatusServiceUnavailable, ReasonStoreUnavailable, 1
-		}
-		return
 	}
 	for j, i := range idx {
 		res.Policies[i].set(out[j], applied[i].Rate)
+		res.Policies[i].Fallback = fellBack
 	}
 	if denied < 0 {
 		for _, i := range idx {
 			applied[i].counters.allow(&res.Policies[i])
+			if fellBack {
+				applied[i].counters.fellBack.Add(1)
+			}
 		}
 		return
+	}
+	if fellBack {
+		applied[idx[denied]].counters.fellBack.Add(1)
 	}
 	k := idx[denied]
 	res.Policies[k].Denied = true
@@ -345,12 +349,16 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, ru *rule, p
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
 	}
+	if err != nil {
+		res.StoreError = true
+	}
 	if err != nil && !errors.Is(err, engine.ErrFallback) {
 		p.Unknown = true
 		ru.counters.failedOpen.Add(1)
 		return
 	}
 	p.set(out[0], ru.Rate)
+	p.Fallback = err != nil
 	if n == 0 {
 		return
 	}

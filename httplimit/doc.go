@@ -31,7 +31,7 @@
 //	  },
 //	  "match": {"jwt:plan": "enterprise"},   // optional: when the rule applies
 //	  "mode": "enforce",                     // or "shadow"
-//	  "fail_mode": "open",                   // or "closed" (faucet's extension)
+//	  "fail_mode": "fallback",               // or "open", "closed" (faucet's extension)
 //	  "insecure_unverified_jwt": false       // see JWT claims
 //	}
 //
@@ -192,10 +192,13 @@
 // A request's takes from the applied enforce rules are one TakeAll on their
 // Limiters (engine.Limiter), at Options.Now when the Limiters are
 // engine.TakerAt; each applied shadow rule's is one more, alone. An error
-// from TakeAll means the store could not decide: each rule's fail_mode
-// applies: "open" admits (counted in RuleStats.FailedOpen), "closed"
-// answers 503 with Retry-After: 1; unless the error wraps
-// engine.ErrFallback, whose decisions stand. Stats reports bucket counts
+// from TakeAll means the store could not decide (Result.StoreError): each
+// rule's fail_mode applies. "fallback", the default, keeps the decisions
+// when the error wraps engine.ErrFallback (the store's in-memory fallback
+// made them: RuleStats.Fallback) and answers 503 when it does not; "open"
+// admits (RuleStats.FailedOpen); "closed" answers 503 with Retry-After: 1
+// (RuleStats.FailedClosed). Any closed rule that applied makes the answer
+// 503; an open rule's fallback bucket never denies the others. Stats reports bucket counts
 // for Limiters that have a Stats method returning engine.Stats (the
 // Engine), and a Reload retunes in place the Limiters that are
 // engine.Retuner (see Middleware.Reload).

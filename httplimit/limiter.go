@@ -218,6 +218,7 @@ type rule struct {
 	cost     costSource
 	shadow   bool
 	closed   bool   // fail_mode closed
+	open     bool   // fail_mode open
 	policy   string // the RateLimit-Policy item, precomputed
 	quoted   string // the name as a structured-field string
 	counters *ruleCounters
@@ -463,6 +464,7 @@ func (r *rule) compileParts() {
 	r.cost = newCostSource(&r.Rule)
 	r.shadow = r.Mode == ModeShadow
 	r.closed = r.FailMode == failClosed
+	r.open = r.FailMode == failOpen
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))
 }

@@ -57,8 +57,11 @@ type Rule struct {
 	// tokens and reports in Stats and Options.OnDeny (in the header fields
 	// only with HeadersShadow), but never denies.
 	Mode string
-	// FailMode is what a store error does to a request this rule applies
-	// to: "open" (the default) admits it, "closed" answers 503.
+	// FailMode is what a store failure does to a request this rule applies
+	// to. "fallback" (the default) lets the store's in-memory fallback
+	// decide, at the store's share of the limit (a store without one
+	// answers 503); "open" admits the request, which lifts the limit while
+	// the store is away; "closed" answers 503.
 	FailMode string
 	// InsecureUnverifiedJWT lets the rule read JWT claims when Options.JWT
 	// is nil: they are then decoded WITHOUT verification, and any client can
@@ -80,10 +83,11 @@ const (
 )
 
 const (
-	failOpen   = "open"
-	failClosed = "closed"
-	costClamp  = "clamp"
-	costReject = "reject"
+	failFallback = "fallback"
+	failOpen     = "open"
+	failClosed   = "closed"
+	costClamp    = "clamp"
+	costReject   = "reject"
 )
 
 // keyKind is the kind of a limit key or of a match entry.
@@ -205,8 +209,8 @@ func validateRule(r *Rule, i int, p *problems) {
 	validateCostSource(r, bad)
 	validateCosts(r, burstOK, bad)
 	validateMatch(r.Match, bad)
-	oneOf(&r.Mode, "mode", ModeEnforce, ModeShadow, bad)
-	oneOf(&r.FailMode, "fail_mode", failOpen, failClosed, bad)
+	oneOf(&r.Mode, "mode", bad, ModeEnforce, ModeShadow)
+	oneOf(&r.FailMode, "fail_mode", bad, failFallback, failOpen, failClosed)
 }
 
 // badFunc reports one problem with a rule's field.
@@ -347,7 +351,7 @@ func validateCosts(r *Rule, burstOK bool, bad badFunc) {
 		}
 		return
 	}
-	oneOf(&r.CostOutOfRange, pre+"cost_out_of_range", costClamp, costReject, bad)
+	oneOf(&r.CostOutOfRange, pre+"cost_out_of_range", bad, costClamp, costReject)
 	minSet := r.MinCost != 0
 	if !minSet {
 		r.MinCost = r.DefaultCost
@@ -366,14 +370,19 @@ func validateCosts(r *Rule, burstOK bool, bad badFunc) {
 }
 
 // oneOf checks an enumerated field with two values, the first the default.
-func oneOf(v *string, field, def, other string, bad badFunc) {
-	switch *v {
-	case "":
+func oneOf(v *string, field string, bad badFunc, def string, others ...string) {
+	if *v == "" {
 		*v = def
-	case def, other:
-	default:
-		bad(field, "must be %s or %s, got %s", quote(def), quote(other), quote(*v))
 	}
+	all := append([]string{def}, others...)
+	if slices.Contains(all, *v) {
+		return
+	}
+	quoted := make([]string, len(all))
+	for i, a := range all {
+		quoted[i] = quote(a)
+	}
+	bad(field, "must be %s or %s, got %s", strings.Join(quoted[:len(all)-1], ", "), quoted[len(all)-1], quote(*v))
 }
 
 // validateGroups reports rules that can never apply: among rules with the

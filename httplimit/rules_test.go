@@ -336,7 +336,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`rule "a" (rules[0]): match.path: must start with "/", got "noslash"`,
 			`rule "a" (rules[0]): match.method: must list at least one value`,
 			`rule "a" (rules[0]): mode: must be "enforce" or "shadow", got "audit"`,
-			`rule "a" (rules[0]): fail_mode: must be "open" or "closed", got "maybe"`,
+			`rule "a" (rules[0]): fail_mode: must be "fallback", "open" or "closed", got "maybe"`,
 			`rule "a" (rules[0]): priority: unknown field`,
 			`rule "a" (rules[1]): algorithm_config.rps: must be a number, got a string`,
 			`rule "a" (rules[1]): algorithm_config.burst: number 1e400 is out of range`,

@@ -14,7 +14,7 @@ type statser interface {
 // ruleCounters count one rule's decisions; they belong to the rule's name and
 // survive reloads.
 type ruleCounters struct {
-	allowed, nearLimit, denied, shadowDenied, failedOpen, failedClosed, refused atomic.Uint64
+	allowed, nearLimit, denied, shadowDenied, failedOpen, failedClosed, fellBack, refused atomic.Uint64
 }
 
 // allow counts an admitted request, near the limit if it left its bucket
@@ -45,8 +45,14 @@ type RuleStats struct {
 	// value it reads without a single value (ambiguous_value).
 	Refused uint64
 	// FailedOpen and FailedClosed count requests the store could not decide,
-	// admitted (fail_mode open) or answered 503.
+	// admitted (fail_mode open) or answered 503 (fail_mode closed, or
+	// fallback without a fallback decision).
 	FailedOpen, FailedClosed uint64
+	// Fallback counts requests the store could not decide that its
+	// in-memory fallback decided for the rule (fail_mode fallback): the
+	// requests it passed, also counted in Allowed, and those it denied,
+	// also in Denied.
+	Fallback uint64
 	// Live, Evicted and Overflow are the rule's bucket counts (see
 	// engine.Stats), when HasBuckets: when its Limiter can count them, as
 	// an engine.Engine can.
@@ -63,7 +69,8 @@ func (l *Middleware) Stats() []RuleStats {
 	for i, r := range set.rules {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
-			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load()}
+			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(),
+			Fallback: c.fellBack.Load()}
 		if st, ok := r.lim.(statser); ok {
 			es := st.Stats()
 			s.Live, s.Evicted, s.Overflow, s.HasBuckets = es.Live, es.Evicted, es.Overflow, true

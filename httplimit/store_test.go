@@ -36,7 +36,7 @@ func newBrokenStore() *brokenStore {
 }
 func TestFailOpenAndClosed(t *testing.T) {
 	doc := `{"rules":[
-	 {"name":"open","limit_keys":["ip:address"],"algorithm_config":{"rps":1,"burst":1}},
+	 {"name":"open","limit_keys":["ip:address"],"fail_mode":"open","algorithm_config":{"rps":1,"burst":1}},
 	 {"name":"closed","limit_keys":["path"],"match":{"path_prefix":"/pay/"},"fail_mode":"closed","algorithm_config":{"rps":1,"burst":1}}]}`
 	store := newBrokenStore()
 	var errs atomic.Int64

@@ -71,6 +71,11 @@ type Config struct {
 	// (engine.Config.MaxKeys): 0 picks 1,000,000, negative is unbounded. It
 	// must be 0 with the other policies.
 	FallbackMaxKeys int
+	// FallbackPeers, with OnFailure Fallback and FallbackShare 0, makes
+	// the fallback's share 1/FallbackPeers.N() at each failure: the
+	// instances the store's heartbeats last counted (a Store's own). It
+	// must be nil with a FallbackShare or another policy.
+	FallbackPeers *failpolicy.Peers
 	// BreakAfter is the number of consecutive store failures after which
 	// the Limiter stops calling the database for BreakFor and answers every
 	// call by OnFailure at once. 0 picks 5; negative never breaks.
@@ -181,7 +186,7 @@ func (c Config) settings() (*settings, error) {
 
 // applyFailure checks OnFailure and the fallback fields.
 func (s *settings) applyFailure() error {
-	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
+	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys, s.FallbackPeers)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

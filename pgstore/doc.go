@@ -101,9 +101,11 @@
 // top of the context's, but for a batch of coalesced takes). A take that must wait for a row lock held by
 // someone else (a stuck transaction) gives up inside the database at nine
 // tenths of it, so that its error is certain that nothing was taken. When
-// the store fails, Config.OnFailure decides: FailOpen (the default) allows,
-// FailClosed denies, Fallback asks a local engine holding FallbackShare of
-// the limit; a breaker stops calling the database for BreakFor after
+// the store fails, Config.OnFailure decides: FailOpen (the zero value)
+// allows, FailClosed denies, Fallback asks a local engine holding
+// FallbackShare of the limit (a Store's Limiters always fall back, at 1/N
+// of the limit unless StoreOptions.FallbackShare fixes the share, N the
+// instances whose heartbeat rows are alive in the table); a breaker stops calling the database for BreakFor after
 // BreakAfter consecutive failures. The error wraps engine.ErrUnavailable
 // when nothing was taken for certain (not sent, no connection to be had,
 // or an ERROR from the database, which rolls the statement back), else

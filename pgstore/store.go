@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 )
 
 // StoreOptions configures NewStore; the zero value is usable.
@@ -26,9 +28,13 @@ type StoreOptions struct {
 	Timeout    time.Duration
 	BreakAfter int
 	BreakFor   time.Duration
-	// FallbackShare, if not 0, decides calls with a local in-memory bucket
-	// per key at this share of each Spec's rate and burst while the
-	// database fails (Config.OnFailure Fallback).
+	// FallbackShare is the share of each Spec's rate and burst that a
+	// local in-memory bucket per key decides calls with while the database
+	// fails (Config.OnFailure Fallback), in (0, 1]. 0 picks 1/N, N the
+	// instances the heartbeats counted last (Peers), or 1 before the
+	// database first answered one. Every Limiter of a Store falls back:
+	// a failure never lifts the limit, and the caller may still choose to
+	// (httplimit: a rule's fail_mode "open").
 	FallbackShare float64
 	// FallbackMaxKeys bounds each Limiter's fallback buckets.
 	FallbackMaxKeys int
@@ -36,6 +42,11 @@ type StoreOptions struct {
 	// a random tenth added so that instances spread out: 0 picks 30 s,
 	// negative never (another instance, or a scheduled job, sweeps).
 	SweepEvery time.Duration
+	// Heartbeat is how often the instance records itself in the table, so
+	// that every instance finds N for FallbackShare 0: 0 picks 1 s,
+	// negative never (N stays 1). An instance counts as alive for five
+	// heartbeats after its last, by the database's clock.
+	Heartbeat time.Duration
 	// SweepBatch is Sweep's Batch.
 	SweepBatch int
 	// Logger receives sweep failures; nil discards them.
@@ -52,9 +63,10 @@ type StoreOptions struct {
 // because instances sharing buckets reload at different moments.
 type Store struct {
 	*engine.Pool
-	stop chan struct{}
-	done sync.WaitGroup
-	once sync.Once
+	peers failpolicy.Peers
+	stop  chan struct{}
+	done  sync.WaitGroup
+	once  sync.Once
 }
 
 // NewStore returns a Store on db, which must be safe for concurrent use (a
@@ -70,19 +82,26 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{stop: make(chan struct{})}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		return New(db, opts.config(spec))
+		return New(db, opts.config(spec, &s.peers))
 	})
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	every := opts.SweepEvery
 	if every == 0 {
 		every = 30 * time.Second
 	}
 	if every > 0 {
-		logger := opts.Logger
-		if logger == nil {
-			logger = slog.New(slog.DiscardHandler)
-		}
 		s.done.Add(1)
 		go s.sweep(db, sweep, every, logger)
+	}
+	if beat := opts.heartbeat(); beat > 0 && opts.FallbackShare == 0 {
+		s.done.Add(1)
+		go func() {
+			defer s.done.Done()
+			failpolicy.Heartbeat(s.stop, beat, cmp.Or(opts.Timeout, DefaultTimeout), heartbeat(db, cmp.Or(opts.Table, DefaultTable), opts.Prefix, beat), &s.peers, nil)
+		}()
 	}
 	return s, nil
 }
@@ -96,7 +115,7 @@ func (o StoreOptions) Check() error {
 
 func (o StoreOptions) check() (SweepOptions, error) {
 	// With a limit every option combines with.
-	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
+	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}, &failpolicy.Peers{}).Check(); err != nil {
 		return SweepOptions{}, err
 	}
 	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
@@ -121,6 +140,21 @@ func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.L
 	}
 }
 
+// Peers returns the instances sharing the store as the heartbeats last
+// counted them: the N of FallbackShare 0.
+func (s *Store) Peers() *failpolicy.Peers { return &s.peers }
+
+// heartbeat is the interval of the heartbeats, 0 for none.
+func (o *StoreOptions) heartbeat() time.Duration {
+	switch {
+	case o.Heartbeat < 0:
+		return 0
+	case o.Heartbeat == 0:
+		return time.Second
+	}
+	return o.Heartbeat
+}
+
 // Close stops the sweeper and closes every bound Limiter.
 func (s *Store) Close() error {
 	s.once.Do(func() { close(s.stop) })
@@ -128,8 +162,9 @@ func (s *Store) Close() error {
 	return s.Pool.Close()
 }
 
-// config is the Config of spec's Limiter.
-func (o *StoreOptions) config(spec engine.Spec) Config {
+// config is the Config of spec's Limiter, whose fallback follows peers
+// unless FallbackShare fixes its share.
+func (o *StoreOptions) config(spec engine.Spec, peers *failpolicy.Peers) Config {
 	cfg := Config{
 		Limit:      spec.Limit,
 		Burst:      spec.Burst,
@@ -139,8 +174,9 @@ func (o *StoreOptions) config(spec engine.Spec) Config {
 		BreakAfter: o.BreakAfter,
 		BreakFor:   o.BreakFor,
 	}
-	if o.FallbackShare != 0 {
-		cfg.OnFailure, cfg.FallbackShare, cfg.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	cfg.OnFailure, cfg.FallbackShare, cfg.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		cfg.FallbackPeers = peers
 	}
 	return cfg
 }

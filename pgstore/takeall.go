@@ -204,7 +204,7 @@ func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, no
 	for i := range takes {
 		tl := limiterOf(&takes[i])
 		ft[i] = failpolicy.Take{Policy: tl.s.OnFailure, Fallback: tl.s.fallback, Timeout: tl.s.Timeout,
-			Burst: tl.s.Burst, Key: takes[i].Key, N: takes[i].N}
+			Burst: tl.s.Burst, Limit: tl.s.Limit, Peers: tl.s.FallbackPeers, Key: takes[i].Key, N: takes[i].N}
 		tl.stats.Count(tl.s.OnFailure)
 	}
 	denied, fellBack := failpolicy.Answer(ft, out)

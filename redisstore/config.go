@@ -73,6 +73,11 @@ type Config struct {
 	// engine's overflow bucket. 0 picks 1,000,000; a negative value means
 	// unbounded. It must be 0 with the other policies.
 	FallbackMaxKeys int
+	// FallbackPeers, with OnFailure Fallback and FallbackShare 0, makes
+	// the fallback's share 1/FallbackPeers.N() at each failure: the
+	// instances the store's heartbeats last counted (a Store's own). It
+	// must be nil with a FallbackShare or another policy.
+	FallbackPeers *failpolicy.Peers
 	// BreakAfter is the number of consecutive store failures after which the
 	// Limiter stops calling Redis for BreakFor and answers every call by
 	// OnFailure at once, so that an outage costs each request nothing rather
@@ -360,7 +365,7 @@ func (s *settings) applyMaxBatch() error {
 // applyFailure checks OnFailure and the fallback fields, and derives the
 // fallback engine's Config.
 func (s *settings) applyFailure() error {
-	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys)
+	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys, s.FallbackPeers)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

@@ -56,7 +56,7 @@ func TestStoreConformance(t *testing.T) {
 	srv := startRedis(t)
 	var n atomic.Int64
 	var mu sync.Mutex
-	stores := map[*testing.T]*engine.Pool{}
+	stores := map[*testing.T]*Store{}
 	limitertest.Run(t, limitertest.Harness{
 		Open: func(t *testing.T, limit engine.Limit, burst float64) engine.Limiter {
 			mu.Lock()

@@ -145,9 +145,11 @@
 //
 // Every call to Redis has a deadline (Config.Timeout, 100 ms by default, on
 // top of the context's). When the store fails, OnFailure (a FailurePolicy)
-// decides: FailOpen (the default) allows and changes nothing, FailClosed
+// decides: FailOpen (the zero value) allows and changes nothing, FailClosed
 // denies, Fallback asks a local engine.Engine holding FallbackShare of the
-// limit. The call returns that Decision with the error, and Stats counts it.
+// limit. A Store's Limiters always fall back, at 1/N of the limit unless
+// StoreOptions.FallbackShare fixes the share, N the instances that recorded
+// a heartbeat in Redis within five heartbeats. The call returns that Decision with the error, and Stats counts it.
 // After BreakAfter consecutive failures a breaker answers by the policy
 // without calling Redis for BreakFor, so an outage does not make every
 // request wait for its deadline.

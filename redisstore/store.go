@@ -1,10 +1,13 @@
 package redisstore
 
 import (
+	"cmp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -22,12 +25,20 @@ type StoreOptions struct {
 	Timeout    time.Duration
 	BreakAfter int
 	BreakFor   time.Duration
-	// FallbackShare, if not 0, decides calls with a local in-memory bucket
-	// per key at this share of each Spec's rate and burst, in (0, 1], while
-	// Redis fails (Config.OnFailure Fallback): typically 1/instances. The
-	// error of such a call wraps engine.ErrFallback, and its decisions
-	// stand.
+	// FallbackShare is the share of each Spec's rate and burst that a
+	// local in-memory bucket per key decides calls with while Redis fails
+	// (Config.OnFailure Fallback), in (0, 1]. 0 picks 1/N, N the instances
+	// the heartbeats counted last (Store.Peers), or 1 before Redis first
+	// answered one. The error of such a call wraps engine.ErrFallback, and
+	// its decisions stand. Every Limiter of a Store falls back: a failure
+	// never lifts the limit, and the caller may still choose to (httplimit:
+	// a rule's fail_mode "open").
 	FallbackShare float64
+	// Heartbeat is how often the instance records itself in Redis, so that
+	// every instance finds N for FallbackShare 0: 0 picks 1 s, negative
+	// never (N stays 1). An instance counts as alive for five heartbeats
+	// after its last, by Redis's clock.
+	Heartbeat time.Duration
 	// FallbackMaxKeys bounds each Limiter's fallback buckets
 	// (Config.FallbackMaxKeys): 0 picks 1,000,000, negative is unbounded.
 	FallbackMaxKeys int
@@ -36,6 +47,28 @@ type StoreOptions struct {
 	// buckets, which are apart from the per-check ones (every instance
 	// sharing the buckets must lease, or none).
 	Lease *LeaseOptions
+}
+
+// Store is an engine.Store of Limiters (or Leased limiters) on one Redis
+// client, and the heartbeat that counts the instances sharing it.
+type Store struct {
+	*engine.Pool
+	peers failpolicy.Peers
+	stop  chan struct{}
+	done  sync.WaitGroup
+	once  sync.Once
+}
+
+// Peers returns the instances sharing the store as the heartbeats last
+// counted them: the N of FallbackShare 0.
+func (s *Store) Peers() *failpolicy.Peers { return &s.peers }
+
+// Close stops the heartbeat and closes every bound Limiter. It does not
+// close the client.
+func (s *Store) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	s.done.Wait()
+	return s.Pool.Close()
 }
 
 // DefaultStorePrefix is the Prefix of a Store whose StoreOptions leave it
@@ -62,7 +95,7 @@ const DefaultStorePrefix = "faucet:http:"
 // limits are kept apart, as every Limiter's are (see KeyFor), rather than
 // read under two limits. They report no bucket counts either: counting a
 // limit's keys in Redis would mean scanning the keyspace.
-func NewStore(client rueidis.Client, opts StoreOptions) (*engine.Pool, error) {
+func NewStore(client rueidis.Client, opts StoreOptions) (*Store, error) {
 	if client == nil {
 		return nil, invalid("client must not be nil")
 	}
@@ -71,20 +104,20 @@ func NewStore(client rueidis.Client, opts StoreOptions) (*engine.Pool, error) {
 
 // NewStoreGoRedis is NewStore on a go-redis v9 client, with the same warning
 // as NewGoRedis about go-redis's auto-pipelining.
-func NewStoreGoRedis(client redis.UniversalClient, opts StoreOptions) (*engine.Pool, error) {
+func NewStoreGoRedis(client redis.UniversalClient, opts StoreOptions) (*Store, error) {
 	if client == nil {
 		return nil, invalid("client must not be nil")
 	}
 	return newStore(goRedisClient{client}, opts)
 }
 
-func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
+func newStore(c client, opts StoreOptions) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultStorePrefix
 	}
 	// Checked once, here, rather than on the first Bind: with a limit that
 	// every option combines with.
-	if err := opts.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
+	if err := opts.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}, &failpolicy.Peers{}).Check(); err != nil {
 		return nil, err
 	}
 	if opts.Lease != nil {
@@ -92,8 +125,9 @@ func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
 			return nil, err
 		}
 	}
-	return engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
-		l, err := newLimiter(c, opts.config(s))
+	st := &Store{stop: make(chan struct{})}
+	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+		l, err := newLimiter(c, opts.config(s, &st.peers))
 		if err != nil {
 			return nil, err
 		}
@@ -108,11 +142,31 @@ func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
 		}
 		ls.owns = true
 		return ls, nil
-	}), nil
+	})
+	if beat := opts.heartbeat(); beat > 0 && opts.FallbackShare == 0 {
+		st.done.Add(1)
+		go func() {
+			defer st.done.Done()
+			failpolicy.Heartbeat(st.stop, beat, cmp.Or(opts.Timeout, DefaultTimeout), heartbeat(c, opts.Prefix, beat), &st.peers, nil)
+		}()
+	}
+	return st, nil
 }
 
-// config is the Config of s's Limiter.
-func (o *StoreOptions) config(s engine.Spec) Config {
+// heartbeat is the interval of the heartbeats, 0 for none.
+func (o *StoreOptions) heartbeat() time.Duration {
+	switch {
+	case o.Heartbeat < 0:
+		return 0
+	case o.Heartbeat == 0:
+		return time.Second
+	}
+	return o.Heartbeat
+}
+
+// config is the Config of s's Limiter, whose fallback follows peers unless
+// FallbackShare fixes its share.
+func (o *StoreOptions) config(s engine.Spec, peers *failpolicy.Peers) Config {
 	cfg := Config{
 		Limit:      s.Limit,
 		Burst:      s.Burst,
@@ -121,8 +175,9 @@ func (o *StoreOptions) config(s engine.Spec) Config {
 		BreakAfter: o.BreakAfter,
 		BreakFor:   o.BreakFor,
 	}
-	if o.FallbackShare != 0 {
-		cfg.OnFailure, cfg.FallbackShare, cfg.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	cfg.OnFailure, cfg.FallbackShare, cfg.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		cfg.FallbackPeers = peers
 	}
 	return cfg
 }

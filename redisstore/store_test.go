@@ -16,12 +16,13 @@ import (
 )
 
 // hsStore is a Store on a client of its own to the server at addr.
-func hsStore(t *testing.T, addr string, opts StoreOptions) *engine.Pool {
+func hsStore(t *testing.T, addr string, opts StoreOptions) *Store {
 	t.Helper()
 	s, err := NewStore(newRue(t, addr), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -232,12 +233,13 @@ func TestStoreBindRelease(t *testing.T) {
 }
 
 // When Redis is gone, TakeAll returns an error and each rule's fail_mode
-// decides: "open" admits, "closed" answers 503. With FallbackShare the local
-// engines decide instead, at that share of the limit, and the errors, which
-// wrap engine.ErrFallback, still reach OnStoreError.
+// decides: "open" admits, "closed" answers 503, and the default, fallback,
+// lets the local engines decide at FallbackShare of the limit; the errors,
+// which wrap engine.ErrFallback, still reach OnStoreError.
 func TestStoreFailure(t *testing.T) {
 	srv := startRedis(t)
 	open := hsPerIP(0.001, 4)
+	open.FailMode = "open"
 	closed := httplimit.Rule{Name: "closed", LimitKeys: []string{"path"}, Rate: 0.001, Burst: 4, FailMode: "closed"}
 	opts := StoreOptions{Timeout: 200 * time.Millisecond}
 	lo := hsLimiter(t, hsStore(t, srv.addr(), opts), open)
@@ -249,7 +251,7 @@ func TestStoreFailure(t *testing.T) {
 		if errors.Is(err, engine.ErrFallback) {
 			fallbackErrs.Add(1)
 		}
-	}}, open)
+	}}, hsPerIP(0.001, 4))
 	if !hsCheck(lo, "198.51.100.1").Allowed || !hsCheck(lc, "198.51.100.1").Allowed || !hsCheck(lf, "198.51.100.2").Allowed {
 		t.Fatal("not admitted while Redis is up")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/cmd/internal/conncap"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +30,7 @@ type metrics struct {
 	tunnelsOpen    prometheus.Gauge
 	tunnelsClosed  *prometheus.CounterVec
 
-	decisions, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
+	decisions, fallback, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
 	// The rate-limit service's request-carried limits.
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
@@ -51,7 +52,7 @@ func newMetrics() *metrics {
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "faucet_store_errors_total",
-			Help: "Calls to the bucket store that failed or timed out, all counted though repeats are logged once per 10 s; each rule's fail_mode, or the fallback, decided them.",
+			Help: "Calls to the bucket store that failed or timed out (HTTP rules and the rate-limit service), all counted though repeats are logged once per 10 s; the in-memory fallback, or a rule's fail_mode open or closed, answered them.",
 		}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "faucet_upstream_errors_total",
@@ -71,6 +72,9 @@ func newMetrics() *metrics {
 		decisions: prometheus.NewDesc("faucet_decisions_total",
 			"Requests per rule and result: allowed, denied, shadow_denied (a shadow rule would have denied), refused (400: a client's cost malformed or outside min_cost and max_cost, or a header or query parameter the rule reads sent with several values), failed_open and failed_closed (the store failed).",
 			[]string{"rule", "result"}, nil),
+		fallback: prometheus.NewDesc("faucet_fallback_decisions_total",
+			"Requests per rule that the shared store failed to decide and its in-memory fallback decided, at 1/faucet_store_instances of the rule's limit unless a --*-fallback-share fixes it; also counted as allowed or denied in faucet_decisions_total.",
+			[]string{"rule"}, nil),
 		live:      prometheus.NewDesc("faucet_live_keys", "Live buckets per rule.", []string{"rule"}, nil),
 		evictions: prometheus.NewDesc("faucet_evictions_total", "Buckets evicted (full, so lossless) per rule, since the rule was loaded.", []string{"rule"}, nil),
 		overflow: prometheus.NewDesc("faucet_overflow_total",
@@ -104,6 +108,15 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// watchPeers exports the count of the instances sharing the store; it is
+// called once, before serving, with a shared store.
+func (m *metrics) watchPeers(p *failpolicy.Peers) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "faucet_store_instances",
+		Help: "Instances sharing the bucket store, as their heartbeats in it counted them last (1 before the store first answered): the N whose 1/N share of each limit the in-memory fallback keeps while the store fails.",
+	}, func() float64 { return float64(p.N()) }))
 }
 
 // watch exports lim's counters; it is called once, before serving.
@@ -208,6 +221,7 @@ func (m *metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string]
 			{"failed_open", s.FailedOpen}, {"failed_closed", s.FailedClosed}} {
 			ch <- prometheus.MustNewConstMetric(m.decisions, prometheus.CounterValue, float64(c.n), s.Name, c.result)
 		}
+		ch <- prometheus.MustNewConstMetric(m.fallback, prometheus.CounterValue, float64(s.Fallback), s.Name)
 		addSeries(series, "http", []string{s.Name}, [5]uint64{s.Allowed + s.Denied + s.ShadowDenied, s.Denied + s.ShadowDenied, s.NearLimit, s.Allowed, s.ShadowDenied})
 		if s.HasBuckets {
 			ch <- prometheus.MustNewConstMetric(m.live, prometheus.GaugeValue, float64(s.Live), s.Name)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/httplimit"
 )
 
@@ -106,8 +107,10 @@ seeds of a Redis Cluster): then every instance started with the same --redis,
 what one instance would. The password, if any, is read from the environment
 variable FAUCET_REDIS_PASSWORD (and an ACL user name from FAUCET_REDIS_USERNAME),
 never from the command line. When Redis fails or answers later than
---redis-timeout, each rule's fail_mode decides ("open" admits, "closed"
-answers 503).
+--redis-timeout, an in-memory bucket per key decides at 1/N of each rule's
+limit, N the instances that recorded a heartbeat in Redis within the last
+5 s (--redis-fallback-share fixes the share); a rule's fail_mode "open"
+admits instead, "closed" answers 503.
 
 --postgres DSN keeps the buckets in a PostgreSQL table instead, with the same
 sharing and failure behaviour (--postgres-timeout); the password comes from
@@ -396,6 +399,9 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			return nil, err
 		}
 		opts.Store, s.closeStore = store, closeStore
+		if p, ok := store.(interface{ Peers() *failpolicy.Peers }); ok {
+			s.metrics.watchPeers(p.Peers())
+		}
 	}
 	opts.OnStoreError = func(err error) {
 		s.metrics.storeErrors.Inc()
@@ -403,7 +409,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 			storeLog.Warn("bucket store failed, decided in memory at the fallback share", "err", err)
 			return
 		}
-		storeLog.Error("bucket store failed, each rule's fail_mode decided", "err", err)
+		storeLog.Error("bucket store failed without a fallback decision: rules with fail_mode open admitted, the others answered 503", "err", err)
 	}
 	var err error
 	if s.audit, err = s.startAudit(&opts); err != nil {
@@ -424,7 +430,7 @@ func newServer(cfg *serveConfig, opts httplimit.Options, rules []httplimit.Rule,
 		}
 	}
 	if cfg.rlsLoaded != nil {
-		if s.rls, err = newRLSService(&cfg.rls, &cfg.http, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, logger); err != nil {
+		if s.rls, err = newRLSService(&cfg.rls, &cfg.http, cfg.rlsLoaded, opts.Store, cfg.jitterSeed, opts.OnStoreError, logger); err != nil {
 			s.closeLimiter()
 			s.audit.close(context.Background())
 			s.closeStore()

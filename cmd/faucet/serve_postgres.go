@@ -40,8 +40,8 @@ func (f *postgresFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dsn, "postgres", "", "keep buckets in PostgreSQL at `DSN` (URL or key=value; no password: PGPASSWORD), shared by every instance")
 	fs.StringVar(&f.table, "postgres-table", pgstore.DefaultTable, "bucket table; its functions are named after it")
 	fs.StringVar(&f.prefix, "postgres-prefix", defaultPostgresPrefix, "prefix of every bucket's key; instances share buckets only with the same prefix")
-	fs.DurationVar(&f.timeout, "postgres-timeout", pgstore.DefaultTimeout, "longest wait for PostgreSQL per request before the rule's fail_mode applies")
-	fs.Float64Var(&f.share, "postgres-fallback-share", 0, "while PostgreSQL fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1] (0: each rule's fail_mode decides)")
+	fs.DurationVar(&f.timeout, "postgres-timeout", pgstore.DefaultTimeout, "longest wait for PostgreSQL per request before the in-memory fallback (or the rule's fail_mode) decides")
+	fs.Float64Var(&f.share, "postgres-fallback-share", 0, "while PostgreSQL fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1] (0: 1/N, N the instances sharing the table, counted by their heartbeats)")
 	fs.BoolVar(&f.install, "postgres-install", false, "create the bucket table and its functions if missing (and replace the functions) at start")
 	fs.BoolVar(&f.logged, "postgres-logged", false, "with --postgres-install, create a logged table (kept across a crash, replicated) instead of an UNLOGGED one")
 	fs.DurationVar(&f.sweep, "postgres-sweep", 30*time.Second, "how often to remove the rows of buckets that are full again (0: never; another instance or a job sweeps)")
@@ -70,7 +70,7 @@ func (f *postgresFlags) problems(redis string) []string {
 		problems = append(problems, fmt.Sprintf("--postgres-timeout: must be positive, got %v", f.timeout))
 	}
 	if !(f.share >= 0 && f.share <= 1) {
-		problems = append(problems, fmt.Sprintf("--postgres-fallback-share: must be in (0, 1], or 0 for none, got %v", f.share))
+		problems = append(problems, fmt.Sprintf("--postgres-fallback-share: must be in (0, 1], or 0 for 1/instances, got %v", f.share))
 	}
 	if f.logged && !f.install {
 		problems = append(problems, "--postgres-logged: only means something with --postgres-install")

@@ -245,8 +245,9 @@ type rlsService struct {
 // call's metadata, and a unary call ends at --read-timeout, its request
 // message included: gRPC itself would wait for a message for as long as
 // the connection lives, with a goroutine per silent call.
-func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store, seed uint64, logger *slog.Logger) (*rlsService, error) {
-	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowHeaders: f.shadowHdrs, ShadowMode: f.shadow, Seed: seed})
+func newRLSService(f *rlsFlags, h *httpFlags, rc *rlsConfig, store engine.Store, seed uint64, onStoreError func(error), logger *slog.Logger) (*rlsService, error) {
+	srv, err := envoyrls.New(rc.cfg, envoyrls.Options{Store: store, Headers: f.headers, ShadowHeaders: f.shadowHdrs, ShadowMode: f.shadow, Seed: seed,
+		OnStoreError: onStoreError})
 	if err != nil {
 		return nil, err
 	}

@@ -288,8 +288,11 @@ func TestServeRLSClosesSilentConnections(t *testing.T) {
 }
 
 // A Redis that stalls (CLIENT PAUSE) makes the rate-limit service answer
-// Unavailable within --redis-timeout, so that Envoy's failure_mode_deny
-// decides, instead of holding every call for as long as Redis stalls.
+// from the in-memory fallback within --redis-timeout, rather than
+// Unavailable (which Envoy's default failure_mode_deny false turns into an
+// admission) or holding every call for as long as Redis stalls: the one
+// instance keeps the whole limit, 3 an hour, so the fourth call is
+// OVER_LIMIT.
 func TestServeRLSStalledRedis(t *testing.T) {
 	redis := startRedisServer(t)
 	cli, err := exec.LookPath("redis-cli")
@@ -308,11 +311,18 @@ func TestServeRLSStalledRedis(t *testing.T) {
 		t.Fatalf("CLIENT PAUSE: %v %s", err, out)
 	}
 	start := time.Now()
-	_, err = client.ShouldRateLimit(ctx, edgeRequest("192.0.2.51"))
-	if status.Code(err) != grpccodes.Unavailable {
-		t.Errorf("with Redis stalled: %v, want Unavailable", err)
+	var got []string
+	for range 4 {
+		resp, err := client.ShouldRateLimit(ctx, edgeRequest("192.0.2.51"))
+		if err != nil {
+			t.Fatalf("with Redis stalled: %v, want an answer from the fallback", err)
+		}
+		got = append(got, resp.OverallCode.String())
 	}
-	if waited := time.Since(start); waited > 2*time.Second {
-		t.Errorf("answered after %v with --redis-timeout 200ms", waited)
+	if fmt.Sprint(got) != "[OK OK OK OVER_LIMIT]" {
+		t.Errorf("with Redis stalled: %v, want the fallback's limit of 3: [OK OK OK OVER_LIMIT]", got)
+	}
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Errorf("4 calls answered after %v with --redis-timeout 200ms", waited)
 	}
 }

@@ -38,10 +38,10 @@ const (
 
 func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addrs, "redis", "", "keep buckets in Redis at host:port `ADDR` (a comma list: seeds of a Redis Cluster), shared by every instance")
-	fs.DurationVar(&f.timeout, "redis-timeout", defaultRedisTimeout, "longest wait for Redis per request before the rule's fail_mode applies")
+	fs.DurationVar(&f.timeout, "redis-timeout", defaultRedisTimeout, "longest wait for Redis per request before the in-memory fallback (or the rule's fail_mode) decides")
 	fs.StringVar(&f.prefix, "redis-prefix", defaultRedisPrefix, "prefix of every Redis key; instances share buckets only with the same prefix")
 	fs.BoolVar(&f.tls, "redis-tls", false, "connect to Redis over TLS")
-	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1], e.g. 1/instances (0: each rule's fail_mode decides)")
+	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1] (0: 1/N, N the instances sharing Redis, counted by their heartbeats)")
 	fs.BoolVar(&f.lease, "lease", false, "decide most checks in memory from leases of the shared buckets in Redis (every instance must lease, or none: leased buckets are apart from per-check ones)")
 	fs.DurationVar(&f.leaseLife, "lease-lifetime", time.Second, "how long a lease lasts; tokens left in a lease whose instance dies are lost for this long at most")
 }
@@ -68,7 +68,7 @@ func (f *redisFlags) problems() []string {
 		problems = append(problems, fmt.Sprintf("--redis-prefix: must be non-empty, without '{' or '}', got %q", f.prefix))
 	}
 	if !(f.share >= 0 && f.share <= 1) {
-		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for none, got %v", f.share))
+		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for 1/instances, got %v", f.share))
 	}
 	if f.leaseLife != time.Second && !f.lease {
 		problems = append(problems, "--lease-lifetime: only means something with --lease")

@@ -84,8 +84,9 @@ func TestStoreOutageLogsAHandfulAndCountsAll(t *testing.T) {
 	for i := range n {
 		w := httptest.NewRecorder()
 		s.public.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"ip":"192.0.2.1"}`)))
-		if w.Code != 200 || !strings.Contains(w.Body.String(), `"allowed":true`) {
-			t.Fatalf("check %d with the store down: %d %s, want allowed (fail_mode open)", i, w.Code, w.Body)
+		// A store without a fallback: the default rule refuses.
+		if w.Code != 200 || !strings.Contains(w.Body.String(), `"status":503`) || !strings.Contains(w.Body.String(), `"store_error":true`) {
+			t.Fatalf("check %d with the store down: %d %s, want 503 and store_error (no fallback decision)", i, w.Code, w.Body)
 		}
 	}
 	elapsed := time.Since(start)

@@ -66,6 +66,10 @@ type Options struct {
 	// Now is the clock handed to stores that take one (the in-memory
 	// engine); nil is time.Now.
 	Now func() time.Time
+	// OnStoreError, if set, is called with every error of the store: one
+	// that wraps engine.ErrFallback was answered from the store's
+	// in-memory fallback, any other as Unavailable.
+	OnStoreError func(error)
 }
 
 func (o Options) resolve() (Options, error) {
@@ -491,8 +495,9 @@ func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 }
 
 // takeAll makes takes on the store, at the Server's clock if the store
-// takes one. A store failure is Unavailable: Envoy's failure_mode_deny
-// then decides.
+// takes one. A store failure that the store's fallback decided (as every
+// redisstore and pgstore Store's does) is answered from it; any other is
+// Unavailable, and Envoy's failure_mode_deny then decides.
 func (s *Server) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
 	var k int
 	var err error
@@ -500,6 +505,9 @@ func (s *Server) takeAll(ctx context.Context, takes []engine.Take, out []engine.
 		k, err = at.TakeAllAt(s.opts.Now(), takes, out)
 	} else {
 		k, err = takes[0].Limiter.TakeAll(ctx, takes, out)
+	}
+	if err != nil && s.opts.OnStoreError != nil {
+		s.opts.OnStoreError(err)
 	}
 	if err != nil && !errors.Is(err, engine.ErrFallback) {
 		return 0, status.Errorf(codes.Unavailable, "rate limit store: %v", err)

@@ -1,0 +1,52 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// An instance's heartbeat is a row of the bucket table, apart from every
+// bucket: its key is the store's Prefix, " instances ", and an id random to
+// the Store (a bucket's key continues the Prefix with a quoted Spec ID,
+// which starts with '"'). Its expires is the store's clock plus the window,
+// so Sweep removes the rows of instances gone for longer; a row whose time
+// has passed no longer counts, swept or not.
+const instancesTag = " instances "
+
+// heartbeatWindow is how long an instance counts as alive after its last
+// heartbeat, in heartbeats: one or two lost to a slow moment do not make it
+// vanish.
+const heartbeatWindow = 5
+
+// heartbeatSQL upserts the instance's row, stamped with the database's
+// clock, and counts the rows alive then: the others', plus this one (the
+// statement does not see its own upsert).
+func heartbeatSQL(table string) string {
+	t := ident(table)
+	return `WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us),
+up AS (INSERT INTO ` + t + ` (key, tick, quanta, expires) SELECT $1, c.now_us, -1, c.now_us + $4 FROM c
+	ON CONFLICT (key) DO UPDATE SET tick = EXCLUDED.tick, quanta = -1, expires = EXCLUDED.expires RETURNING 1)
+SELECT 1 + count(*) FROM ` + t + ` b, c WHERE b.key >= $2 AND b.key < $3 AND b.key <> $1 AND b.expires > c.now_us`
+}
+
+// heartbeat returns the Beat of an instance of the store under prefix in
+// table, beating every `every`.
+func heartbeat(db DB, table, prefix string, every time.Duration) func(context.Context) (int, error) {
+	var id [8]byte
+	rand.Read(id[:])
+	key := []byte(prefix + instancesTag + hex.EncodeToString(id[:]))
+	lo := []byte(prefix + instancesTag)
+	// The first key after every key that starts with lo.
+	hi := append([]byte(prefix+instancesTag[:len(instancesTag)-1]), instancesTag[len(instancesTag)-1]+1)
+	sql := heartbeatSQL(table)
+	window := (heartbeatWindow * every).Microseconds()
+	return func(ctx context.Context) (int, error) {
+		var n int64
+		if err := db.QueryRow(ctx, sql, key, lo, hi, window).Scan(&n); err != nil {
+			return 0, err
+		}
+		return int(n), nil
+	}
+}
