@@ -381,9 +381,8 @@ func TestConnectFailureTookNothing(t *testing.T) {
 func TestBreakerIgnoresCallersAndRows(t *testing.T) {
 	srv, pool := ownPool(t, "pgstore-breaker", nil, Schema{})
 	// The row lock gives up at nine tenths of Timeout, inside the
-	// database: 100 ms before the deadline, a margin a loaded machine
-	// keeps (at 300 ms, 30 ms was not always enough under the race
-	// detector in parallel).
+	// database: 100 ms before the deadline, a margin that a machine
+	// loaded by parallel tests under the race detector keeps.
 	l := mustNew(t, pool, Config{Limit: frozen, Burst: 5, Timeout: time.Second, BreakAfter: 2, BreakFor: time.Hour})
 	ctx := context.Background()
 	if d, err := l.Take(ctx, "stuck", 1); err != nil || !d.Allowed {
