@@ -197,15 +197,28 @@ func TestDebugSleep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sleep := func(seconds string) (done chan struct{}) {
+	// sleep starts a DEBUG SLEEP and returns once the server has been seen
+	// busy `confirm` times in a row: a ping slow for a loaded machine's
+	// own reasons must not pass for the sleep, or the calls would go
+	// before it. It returns early if the sleep ends unseen.
+	sleep := func(seconds string, confirm int) (done chan struct{}) {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
 			admin(t, s.addr(), "DEBUG", "SLEEP", seconds)
 		}()
-		// The sleep must have started before the calls are sent.
-		for !serverBusy(s.addr()) {
-			time.Sleep(time.Millisecond)
+		for seen := 0; seen < confirm; {
+			select {
+			case <-done:
+				return done
+			default:
+			}
+			if serverBusy(s.addr()) {
+				seen++
+			} else {
+				seen = 0
+				time.Sleep(time.Millisecond)
+			}
 		}
 		return done
 	}
@@ -214,14 +227,14 @@ func TestDebugSleep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := sleep("3")
+	done := sleep("3", 3)
 	a, e := tally(closed, "k", 3)
 	ga, ge := tally(gclosed, "k", 3)
 	<-done
 	if a != 0 || e != 3 || ga != 0 || ge != 3 {
 		t.Fatalf("during a 3 s sleep with a 300 ms deadline: rueidis %d allowed, %d errors of 3; go-redis %d, %d", a, e, ga, ge)
 	}
-	done = sleep("0.2")
+	done = sleep("0.2", 1)
 	a, e = tally(slowOK, "k", 12)
 	<-done
 	if a != 10 || e != 0 {
@@ -233,7 +246,7 @@ func TestDebugSleep(t *testing.T) {
 func serverBusy(addr string) bool {
 	c := newGoRedisNoT(addr)
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	return c.Ping(ctx).Err() != nil
 }
