@@ -63,8 +63,10 @@ type hotResult struct {
 	// undecodable body).
 	unavailable, errors int64
 	firstErr            string
-	// first is the first check's send, last the last check's reply.
+	// first is the first check's send, last the last check's reply;
+	// slowest is the longest a check took.
 	first, last time.Time
+	slowest     time.Duration
 	// storeErrors and failedOpen are the instances' counters, summed:
 	// faucet_store_errors_total and the rule's failed_open decisions.
 	storeErrors, failedOpen float64
@@ -122,8 +124,9 @@ func (r hotResult) checksPerSecond() float64 {
 }
 
 func (r hotResult) String() string {
-	return fmt.Sprintf("%d checks in %v (%.0f/s): %d admitted, %d denied, %d unavailable, %d errors; store errors %g, failed open %g",
-		r.checks, r.span().Round(time.Millisecond), r.checksPerSecond(), r.admitted, r.denied, r.unavailable, r.errors, r.storeErrors, r.failedOpen)
+	return fmt.Sprintf("%d checks in %v (%.0f/s, the slowest %v): %d admitted, %d denied, %d unavailable, %d errors; store errors %g, failed open %g",
+		r.checks, r.span().Round(time.Millisecond), r.checksPerSecond(), r.slowest.Round(time.Millisecond),
+		r.admitted, r.denied, r.unavailable, r.errors, r.storeErrors, r.failedOpen)
 }
 
 // runHotLoad starts l.instances faucet serve with the same rules and
@@ -166,7 +169,7 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 			tb.Fatalf("warm-up: %d of 3 checks failed on %s: %s", c.errors, c.p.addr, c.firstErr)
 		}
 		c.checks, c.admitted, c.denied, c.unavailable = 0, 0, 0, 0
-		c.first, c.last = time.Time{}, time.Time{}
+		c.first, c.last, c.slowest = time.Time{}, time.Time{}, 0
 	}
 
 	base := make([]storeCounters, len(procs))
@@ -177,6 +180,7 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 	start := time.Now()
 	// The deadline moves on if a fault ends late, so that the recovery
 	// is under load too; hardStop bounds the run whatever the fault does.
+	// Only the fault's goroutine moves it.
 	var deadline atomic.Int64
 	deadline.Store(start.Add(l.span).UnixNano())
 	hardStop := start.Add(l.span + 30*time.Second)
@@ -192,12 +196,13 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 			case <-stop:
 				return
 			}
+			// The load goes on while the fault does, then for the tail.
+			deadline.Store(hardStop.UnixNano())
 			res.faultFrom = time.Now()
 			l.fault()
 			res.faultTo = time.Now()
-			if end := res.faultTo.Add(l.faultTail).UnixNano(); end > deadline.Load() {
-				deadline.Store(min(end, hardStop.UnixNano()))
-			}
+			end := max(start.Add(l.span).UnixNano(), res.faultTo.Add(l.faultTail).UnixNano())
+			deadline.Store(min(end, hardStop.UnixNano()))
 		}()
 	}
 	watch := make([]*errorWatch, len(procs))
@@ -238,6 +243,7 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 		if c.last.After(res.last) {
 			res.last = c.last
 		}
+		res.slowest = max(res.slowest, c.slowest)
 	}
 	for i, p := range procs {
 		end := scrapeStore(tb, p)
@@ -276,6 +282,7 @@ type hotClient struct {
 	checks, admitted, denied, unavailable, errors int64
 	firstErr                                      string
 	first, last                                   time.Time
+	slowest                                       time.Duration
 }
 
 func newHotClient(p *proc, warm string) *hotClient {
@@ -294,6 +301,7 @@ func (c *hotClient) check(key string) {
 	}
 	out, err := c.post(body)
 	c.last = time.Now()
+	c.slowest = max(c.slowest, c.last.Sub(sent))
 	if err != nil {
 		c.errors++
 		if c.firstErr == "" {
