@@ -429,14 +429,14 @@ func (w *errorWatch) run(stop <-chan struct{}) {
 
 // leaseRefusal is serve's complaint when it refuses --lease with the
 // store flags args (a store without a leased mode yet), or "" if it
-// accepts them.
+// accepts them. Any other complaint fails the test.
 func leaseRefusal(tb testing.TB, args ...string) string {
 	tb.Helper()
 	rules := filepath.Join(tb.TempDir(), "lease-rules.json")
 	writeRules(tb, rules, hotRules(100, 100))
 	argv := append([]string{"serve", "--rules", rules, "--validate", "--lease"}, args...)
 	out, err := exec.Command(faucetBinary(tb), argv...).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 2 {
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 2 && strings.Contains(string(out), "--lease") {
 		return strings.TrimSpace(string(out))
 	}
 	if err != nil {
@@ -448,3 +448,35 @@ func leaseRefusal(tb testing.TB, args ...string) string {
 // requireEnv reports whether env is set to 1: a missing server then
 // fails the test rather than skipping it.
 func requireEnv(env string) bool { return os.Getenv(env) == "1" }
+
+// The bound and the fallback allowance of a run, from its measured times:
+// the outage spans the fault and the store errors, whichever began first
+// and ended last.
+func TestHotResultBounds(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := hotLoad{instances: 4, limit: 100, burst: 100}
+	for _, c := range []struct {
+		name      string
+		r         hotResult
+		outage    time.Duration
+		allowance float64
+	}{
+		{"no fault, no error", hotResult{}, 0, 100},
+		{"fault only", hotResult{faultFrom: at(1000), faultTo: at(2000)}, time.Second, 200},
+		{"errors outlast the fault", hotResult{faultFrom: at(1000), faultTo: at(2000), errFrom: at(1200), errTo: at(3000)}, 2 * time.Second, 300},
+		{"errors before the fault", hotResult{faultFrom: at(1000), faultTo: at(2000), errFrom: at(500), errTo: at(1500)}, 1500 * time.Millisecond, 250},
+		{"errors without a fault", hotResult{errFrom: at(500), errTo: at(1000)}, 500 * time.Millisecond, 150},
+	} {
+		c.r.first, c.r.last = at(0), at(5000)
+		if b := c.r.bound(l); b != 600 {
+			t.Errorf("%s: bound %g, want burst 100 + 100/s × 5 s = 600", c.name, b)
+		}
+		if o := c.r.outage(); o != c.outage {
+			t.Errorf("%s: outage %v, want %v", c.name, o, c.outage)
+		}
+		if a := c.r.fallbackAllowance(l, 0.25); a != c.allowance {
+			t.Errorf("%s: allowance %g, want %g", c.name, a, c.allowance)
+		}
+	}
+}
