@@ -40,6 +40,7 @@ func (c sharedCase) name() string { return "store=" + c.store + "/mode=" + c.mod
 // the case runs by itself once serve takes the flags.
 func (c sharedCase) start(tb testing.TB) *sharedStore {
 	tb.Helper()
+	faucetBinary(tb) // skips under -short before a server starts
 	if c.mode == "lease" {
 		// Flags are checked before anything connects: any address does.
 		placeholder := map[string][]string{"postgres": {"--postgres", "postgres://faucet@127.0.0.1:1/postgres"}, "redis": {"--redis", "127.0.0.1:1"}}
