@@ -229,21 +229,7 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 	}
 
 	for _, c := range clients {
-		res.checks += c.checks
-		res.admitted += c.admitted
-		res.denied += c.denied
-		res.unavailable += c.unavailable
-		res.errors += c.errors
-		if res.firstErr == "" {
-			res.firstErr = c.firstErr
-		}
-		if !c.first.IsZero() && (res.first.IsZero() || c.first.Before(res.first)) {
-			res.first = c.first
-		}
-		if c.last.After(res.last) {
-			res.last = c.last
-		}
-		res.slowest = max(res.slowest, c.slowest)
+		res.add(c)
 	}
 	for i, p := range procs {
 		end := scrapeStore(tb, p)
@@ -266,6 +252,25 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 		}
 	}
 	return res
+}
+
+// add counts c's checks in r.
+func (r *hotResult) add(c *hotClient) {
+	r.checks += c.checks
+	r.admitted += c.admitted
+	r.denied += c.denied
+	r.unavailable += c.unavailable
+	r.errors += c.errors
+	if r.firstErr == "" {
+		r.firstErr = c.firstErr
+	}
+	if !c.first.IsZero() && (r.first.IsZero() || c.first.Before(r.first)) {
+		r.first = c.first
+	}
+	if c.last.After(r.last) {
+		r.last = c.last
+	}
+	r.slowest = max(r.slowest, c.slowest)
 }
 
 // hotKey is the API key every client of a run checks, by default.
