@@ -229,6 +229,11 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(audit)
+	shared, err := sharedloadSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(shared)
 	return buf.Bytes(), nil
 }
 

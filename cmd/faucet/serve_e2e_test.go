@@ -31,7 +31,7 @@ var (
 	buildErr  error
 )
 
-func faucetBinary(t *testing.T) string {
+func faucetBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -91,14 +91,14 @@ func submatch(re *regexp.Regexp, s string) string {
 
 // startServe runs faucet serve with args, both listeners on free loopback
 // ports unless args say otherwise, and waits until it listens.
-func startServe(t *testing.T, args ...string) *proc {
+func startServe(t testing.TB, args ...string) *proc {
 	t.Helper()
 	return startServeUnder(t, nil, args...)
 }
 
 // startServeUnder is startServe with the command run by wrapper (such as
 // a shell that lowers a limit first), if not nil.
-func startServeUnder(t *testing.T, wrapper []string, args ...string) *proc {
+func startServeUnder(t testing.TB, wrapper []string, args ...string) *proc {
 	t.Helper()
 	argv := append(wrapper, faucetBinary(t), "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
@@ -143,7 +143,7 @@ func (p *proc) log() string {
 
 // waitFor waits for a log line matching re, after those it has seen
 // already, and returns its submatches, the whole line first.
-func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) []string {
+func (p *proc) waitFor(t testing.TB, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -194,7 +194,7 @@ func get(t *testing.T, url string, headers ...string) (*http.Response, string) {
 	return resp, string(body)
 }
 
-func writeRules(t *testing.T, path, doc string) {
+func writeRules(t testing.TB, path, doc string) {
 	t.Helper()
 	if err := os.WriteFile(path+".tmp", []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
