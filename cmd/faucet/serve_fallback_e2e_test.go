@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,12 +13,17 @@ import (
 
 // waitInstances waits, at most 20 s, until every instance's
 // faucet_store_instances gauge reads want.
-func waitInstances(t *testing.T, want string, ps ...*proc) {
+func waitInstances(t testing.TB, want string, ps ...*proc) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, p := range ps {
 		for {
-			_, body := get(t, p.adminURL("/metrics"))
+			var body string
+			if resp, err := testClient.Get(p.adminURL("/metrics")); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+			}
 			if strings.Contains(body, "\nfaucet_store_instances "+want+"\n") {
 				break
 			}

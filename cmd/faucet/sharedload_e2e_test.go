@@ -9,8 +9,13 @@ import (
 // A shared limit holds under a hot key: four faucet serve instances on one
 // store, eight clients each checking one API key as fast as they can, admit
 // at most one burst plus the refill over the run, and, the store keeping
-// up, close to the rate. The rule fails open, as by default, so a store
-// that errors under the load shows as admissions above the bound.
+// up, close to the rate. A check the store misses is decided by the
+// instance's fallback at 1/4 of the limit (the default), so a store that
+// cannot keep up shows as store errors: at most 1 % of the checks here,
+// where the race detector and the parallel tests load the machine (today's
+// statement per check missed its deadline on 15 to 28 % of them); the
+// benchmark (BenchmarkSharedHotKey) reports the count on a quiet machine,
+// where the target is none.
 
 // The size of the shared-load tests, for CI: the whole set runs in about a
 // minute. Eight clients per instance rather than four: the more checks
@@ -71,18 +76,27 @@ func TestSharedHotKeyBound(t *testing.T) {
 			if res.errors != 0 {
 				t.Errorf("%d checks got no decision; the first: %s", res.errors, res.firstErr)
 			}
-			if float64(res.admitted) > bound {
-				t.Errorf("%d instances on one %s admitted %d on one key in %v, above the bound of one limit: burst %g + %g/s × span = %.0f (%.1f×); store errors %g, failed open %g",
-					l.instances, c.store, res.admitted, res.span().Round(time.Millisecond), l.burst, l.limit, bound,
+			// Exact unless the store missed checks: then the fallbacks'
+			// allowance over the span from the first miss to the last.
+			allowance := 0.0
+			if res.storeErrors > 0 {
+				allowance = res.fallbackAllowance(l, 1/float64(l.instances))
+			}
+			if float64(res.admitted) > bound+allowance {
+				t.Errorf("%d instances on one %s admitted %d on one key in %v, above the bound of one limit: burst %g + %g/s × span = %.0f, + the fallback allowance %.0f (%.1f×); store errors %g, failed open %g",
+					l.instances, c.store, res.admitted, res.span().Round(time.Millisecond), l.burst, l.limit, bound, allowance,
 					float64(res.admitted)/bound, res.storeErrors, res.failedOpen)
+			}
+			if res.failedOpen != 0 {
+				t.Errorf("%g checks failed open, want none: the default fail_mode falls back", res.failedOpen)
 			}
 			if float64(res.admitted) < floor {
 				t.Errorf("admitted %d in %v, below %.0f %% of the rate (%.0f)", res.admitted, res.span().Round(time.Millisecond), 100*ciFloor, floor)
 			}
-			// PostgreSQL per check must keep up with a hot key: a check
-			// that misses its deadline is decided without the store.
-			if c.store == "postgres" && c.mode == "check" && res.storeErrors != 0 {
-				t.Errorf("%g store errors (failed open %g) under a hot key, want none", res.storeErrors, res.failedOpen)
+			// The store must keep up with a hot key: a check that misses
+			// its deadline is decided without it.
+			if most := 0.01 * float64(res.checks); res.storeErrors > most {
+				t.Errorf("%g store errors of %d checks under a hot key, want at most 1 %%", res.storeErrors, res.checks)
 			}
 		})
 	}

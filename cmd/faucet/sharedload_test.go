@@ -142,6 +142,9 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 	for i := range procs {
 		procs[i] = startServe(tb, append([]string{"--rules", rules}, l.serveArgs...)...)
 	}
+	// Every instance counts the others before the load, so that a
+	// failure decides at 1/instances from the start.
+	waitInstances(tb, strconv.Itoa(l.instances), procs...)
 	var clients []*hotClient
 	for i, p := range procs {
 		for j := range l.clients {
