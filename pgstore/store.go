@@ -96,7 +96,7 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 		s.done.Add(1)
 		go s.sweep(db, sweep, every, logger)
 	}
-	if beat := opts.heartbeat(); beat > 0 && opts.FallbackShare == 0 {
+	if beat := opts.heartbeat(); beat > 0 {
 		s.done.Add(1)
 		go func() {
 			defer s.done.Done()

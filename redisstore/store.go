@@ -143,7 +143,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		ls.owns = true
 		return ls, nil
 	})
-	if beat := opts.heartbeat(); beat > 0 && opts.FallbackShare == 0 {
+	if beat := opts.heartbeat(); beat > 0 {
 		st.done.Add(1)
 		go func() {
 			defer st.done.Done()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"testing"
 	"time"
 )
@@ -105,8 +104,8 @@ func TestSharedHotKeyBound(t *testing.T) {
 // The same load while the store fails: slowed (PostgreSQL: another
 // transaction holds the hot row locked; Redis: CLIENT PAUSE) or stopped
 // and restarted on the same address, for a second each. Each instance
-// decides in memory at 1/K of the limit while the store fails
-// (--*-fallback-share 0.25), so the admissions may exceed the bound by at
+// decides in memory at 1/K of the limit while the store fails (the
+// default: K counted by the heartbeats), so the admissions may exceed the bound by at
 // most the fallback allowance (hotResult.fallbackAllowance), and by one
 // more burst when the restart emptied the store.
 func TestSharedHotKeyFaults(t *testing.T) {
@@ -121,7 +120,7 @@ func TestSharedHotKeyFaults(t *testing.T) {
 		for _, fault := range []string{"slow", "restart"} {
 			t.Run(c.name()+"/fault="+fault, func(t *testing.T) {
 				st := c.start(t)
-				l := ciLoad(append(st.args, st.shareFlag, strconv.FormatFloat(share, 'g', -1, 64))...)
+				l := ciLoad(st.args...)
 				l.span, l.faultAt, l.faultTail = span, faultAt, faultTail
 				lost := 0.0
 				switch fault {
@@ -141,10 +140,10 @@ func TestSharedHotKeyFaults(t *testing.T) {
 				if res.errors != 0 {
 					t.Errorf("%d checks got no decision; the first: %s", res.errors, res.firstErr)
 				}
-				// With a fallback share the fallback decides what the
-				// store could not; the rule's fail_mode never does.
+				// The fallback decides what the store could not; the
+				// rule's fail_mode never does.
 				if res.failedOpen != 0 {
-					t.Errorf("%g checks failed open with a fallback share of %g, want none", res.failedOpen, share)
+					t.Errorf("%g checks failed open, want none: the default falls back", res.failedOpen)
 				}
 				if most := bound + allowance + lost; float64(res.admitted) > most {
 					t.Errorf("admitted %d on one key in %v with the store %s for %v, above burst %g + %g/s × span (%.0f) + the fallback allowance %.0f + %.0f lost = %.0f; store errors %g, failed open %g",

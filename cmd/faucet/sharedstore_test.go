@@ -19,8 +19,6 @@ import (
 type sharedStore struct {
 	name string   // "postgres" or "redis"
 	args []string // serve's flags for it
-	// shareFlag is its fallback share's flag.
-	shareFlag string
 	// slow keeps the store from answering the hot key for d, its callers
 	// waiting, and returns when it answers again.
 	slow func(d time.Duration)
@@ -56,7 +54,6 @@ func postgresShared(tb testing.TB) *sharedStore {
 		// Every instance may install: the schema's statements take a
 		// lock, and serve starts the instances one after another.
 		args:      []string{"--postgres", dsn, "--postgres-install"},
-		shareFlag: "--postgres-fallback-share",
 		// Another transaction holds the rows locked, the hot key's among
 		// them: every write of it waits, as behind a slow writer.
 		slow: func(d time.Duration) {
@@ -82,7 +79,6 @@ func redisShared(tb testing.TB) *sharedStore {
 	return &sharedStore{
 		name:      "redis",
 		args:      []string{"--redis", r.addr},
-		shareFlag: "--redis-fallback-share",
 		// CLIENT PAUSE holds every client's commands, scripts included,
 		// until it ends.
 		slow: func(d time.Duration) {
