@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -88,8 +89,8 @@ func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
 		return nil, err
 	}
 	if opts.Lease != nil {
-		if _, err := opts.Lease.resolve(); err != nil {
-			return nil, err
+		if err := opts.Lease.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
 	return engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
@@ -101,12 +102,13 @@ func newStore(c client, opts StoreOptions) (*engine.Pool, error) {
 		if opts.Lease == nil {
 			return l, nil
 		}
-		ls, err := NewLeased(l, *opts.Lease)
+		lo := *opts.Lease
+		lo.CloseStore = true
+		ls, err := NewLeased(l, lo)
 		if err != nil {
 			l.Close()
 			return nil, err
 		}
-		ls.owns = true
 		return ls, nil
 	}), nil
 }
