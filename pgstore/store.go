@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/lease"
 )
 
 // StoreOptions configures NewStore; the zero value is usable.
@@ -40,6 +42,11 @@ type StoreOptions struct {
 	SweepBatch int
 	// Logger receives sweep failures; nil discards them.
 	Logger *slog.Logger
+	// Lease, if not nil, makes every limiter of the store a leased one
+	// (NewLeased) with these options: checks decided locally from leases
+	// of the shared buckets, which are apart from the per-check ones
+	// (every instance sharing the buckets must lease, or none).
+	Lease *lease.Options
 }
 
 // Store is an engine.Store whose Limiters keep their buckets in PostgreSQL,
@@ -70,7 +77,11 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{stop: make(chan struct{})}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		return New(db, opts.config(spec))
+		l, err := New(db, opts.config(spec))
+		if err != nil || opts.Lease == nil {
+			return l, err
+		}
+		return leasedOf(l, *opts.Lease)
 	})
 	every := opts.SweepEvery
 	if every == 0 {
@@ -98,6 +109,11 @@ func (o StoreOptions) check() (SweepOptions, error) {
 	// With a limit every option combines with.
 	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}).Check(); err != nil {
 		return SweepOptions{}, err
+	}
+	if o.Lease != nil {
+		if err := o.Lease.Check(); err != nil {
+			return SweepOptions{}, fmt.Errorf("%w: StoreOptions.Lease: %w", ErrInvalidConfig, err)
+		}
 	}
 	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
 }
