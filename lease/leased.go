@@ -62,6 +62,9 @@ type leasedKey struct {
 	next atomic.Pointer[held]
 	// prefetching is set while a fetch of next is on its way.
 	prefetching atomic.Bool
+	// retired is a lease checks moved on from, to end with the next grant
+	// (as its previous lease) rather than with a call of its own.
+	retired atomic.Pointer[held]
 	// deniedUntil is the local time (ns since base) until which the shared
 	// bucket cannot grant the last cost that asked: checks are denied
 	// locally until then.
@@ -73,10 +76,13 @@ type leasedKey struct {
 	used atomic.Int64
 	// spent counts the quanta spent since the last fetch: the demand.
 	spent atomic.Uint64
-	// mu serialises fetches; lastFetch and rtt are guarded by it.
+	// mu serialises fetches; lastFetch, rtt and lastSize are guarded by
+	// it.
 	mu        sync.Mutex
 	lastFetch int64
 	rtt       int64
+	// lastSize is the quanta of the last lease granted.
+	lastSize uint64
 }
 
 // held is one lease in the instance: quanta left to spend until deadline
@@ -358,13 +364,45 @@ func (s *Leased) promote(key string, e *leasedKey, ls *held, now int64) bool {
 		return true
 	}
 	if e.cur.CompareAndSwap(ls, nx) {
-		s.endLater(key, ls)
+		s.retire(key, e, ls)
 		return true
 	}
 	if !e.next.CompareAndSwap(nil, nx) {
 		s.endLater(key, nx)
 	}
 	return true
+}
+
+// retire keeps ls, which checks moved on from, for the next grant of key to
+// end: the store then sees one call per lease, not two. Until then its
+// quanta still count as leased, which lowers the bucket's refill ceiling,
+// never raises it. A lease retired before it is ended now.
+func (s *Leased) retire(key string, e *leasedKey, ls *held) {
+	if ls == nil {
+		return
+	}
+	if old := e.retired.Swap(ls); old != nil {
+		s.endLater(key, old)
+	}
+}
+
+// takeRetired takes key's retired lease for a grant to end: its id and the
+// quanta left in it, or "" if there is none.
+func takeRetired(e *leasedKey) (*held, string, uint64) {
+	r := e.retired.Swap(nil)
+	if r == nil {
+		return nil, "", 0
+	}
+	return r, r.id, uint64(max(0, r.quanta.Swap(0)))
+}
+
+// unretire puts back a lease a failed grant did not end.
+func (s *Leased) unretire(key string, e *leasedKey, r *held, unspent uint64) {
+	if r == nil {
+		return
+	}
+	r.quanta.Add(int64(unspent))
+	s.retire(key, e, r)
 }
 
 // prefetchLater fetches key's next lease off the caller's path, unless one
@@ -384,7 +422,11 @@ func (s *Leased) prefetchLater(key string, e *leasedKey, now int64) {
 		}
 		ctx, cancel := s.background()
 		defer cancel()
-		ls, _ := s.grant(ctx, e, key, 1, "", 0)
+		r, prev, unspent := takeRetired(e)
+		ls, err := s.grant(ctx, e, key, 1, prev, unspent, sizeAhead)
+		if err != nil {
+			s.unretire(key, e, r, unspent)
+		}
 		if ls != nil && (s.closed.Load() || !e.next.CompareAndSwap(nil, ls)) {
 			s.endLater(key, ls)
 		}
@@ -417,8 +459,19 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 	if old != nil {
 		prev, unspent = old.id, max(0, old.quanta.Swap(0))
 	}
+	// One previous lease per grant: a retired one ends on its own.
+	if r := e.retired.Swap(nil); r != nil {
+		s.endLater(key, r)
+	}
 	s.stats.waited.Add(1)
-	ls, err := s.grant(ctx, e, key, cost, prev, uint64(unspent))
+	// A live lease that ran out was too small for the demand, which the
+	// wait itself hid: checks that wait for every lease measure the rate
+	// of the round trips, not their own. The next one is twice as large.
+	how := sizeDemand
+	if old != nil && now < old.deadline {
+		how = sizeGrow
+	}
+	ls, err := s.grant(ctx, e, key, cost, prev, uint64(unspent), how)
 	if err != nil {
 		if old != nil {
 			old.quanta.Add(unspent)
@@ -441,13 +494,36 @@ func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint6
 		spend{from: ls, e: e, quant: int64(cost)}, nil
 }
 
-// grant asks the shared bucket for a lease of key sized from its demand,
-// covering at least cost, ending the caller's lease prev (with unspent
-// quanta) in the same call. It returns the lease, or nil when the bucket
-// cannot grant: then the key is denied locally until it can. e.mu is held.
-func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint64, prev string, unspent uint64) (*held, error) {
+// sizing says how a grant sizes its lease beyond the key's demand.
+type sizing int
+
+const (
+	// sizeDemand: the demand alone (a first lease, or one after a pause).
+	sizeDemand sizing = iota
+	// sizeGrow: at least twice the last lease, which ran out while live.
+	// The demand, measured across the waits for leases, reads as the
+	// rate of round trips rather than of checks.
+	sizeGrow
+	// sizeAhead: fetched ahead, at least as large as the last, whose
+	// size the demand it served justified. A key whose demand falls goes
+	// idle, and its next lease is sized afresh.
+	sizeAhead
+)
+
+// grant asks the shared bucket for a lease of key sized from its demand
+// (and how), covering at least cost, ending the caller's lease prev (with
+// unspent quanta) in the same call. It returns the lease, or nil when the
+// bucket cannot grant: then the key is denied locally until it can. e.mu
+// is held.
+func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint64, prev string, unspent uint64, how sizing) (*held, error) {
 	now := s.now()
 	want := s.size(e, cost, now)
+	switch how {
+	case sizeGrow:
+		want = min(max(want, 2*e.lastSize), max(cost, s.share))
+	case sizeAhead:
+		want = min(max(want, e.lastSize), max(cost, s.share))
+	}
 	// A bucket that holds less than half the lease the demand wants, or
 	// than 5 ms of refill if that is less, is left to refill: checks are
 	// denied locally until it has that much, so that a key over its limit
@@ -471,6 +547,7 @@ func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint6
 		e.deniedUntil.Store(got + int64(g.Wait))
 		return nil, nil
 	}
+	e.lastSize = g.Quanta
 	ls := &held{deadline: now + int64(s.lifetime-s.margin), id: id, size: int64(g.Quanta)}
 	ls.quanta.Store(int64(g.Quanta))
 	return ls, nil
@@ -561,6 +638,7 @@ func (s *Leased) sweep() {
 			}
 			s.releaseLater(key, e, e.cur.Load())
 			s.dropNext(key, e)
+			s.endLater(key, e.retired.Swap(nil))
 			if now >= e.deniedUntil.Load() {
 				s.keys.Delete(key)
 			}
@@ -583,6 +661,7 @@ func (s *Leased) Close() error {
 	s.keys.Range(func(key string, e *leasedKey) bool {
 		s.releaseLater(key, e, e.cur.Load())
 		s.dropNext(key, e)
+		s.endLater(key, e.retired.Swap(nil))
 		return true
 	})
 	s.done.Wait()
