@@ -2,7 +2,9 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,5 +79,33 @@ func TestLeasedGrowsLeasesTheWaitsHide(t *testing.T) {
 	// Every quantum granted was spent or given back: nothing stranded.
 	if left := st.granted.Load() - st.giveBk.Load() - checks*1000; left != 0 {
 		t.Errorf("granted less given back less spent = %d quanta, want 0 after Close", left)
+	}
+}
+
+// Bad options are errors naming the field and its range, wrapping
+// ErrInvalidOptions and engine.ErrInvalidConfig; a nil store is an error.
+func TestOptionsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Lifetime: time.Millisecond}, "Lifetime must be at least 10ms, got 1ms"},
+		{Options{MaxShare: 1.5}, "MaxShare must be in (0, 1], got 1.5"},
+		{Options{MaxShare: -0.1}, "MaxShare must be in (0, 1], got -0.1"},
+		{Options{MaxKeys: -1}, "MaxKeys must be positive, or 0 for the default, got -1"},
+	} {
+		err := tc.o.Check()
+		if err == nil || !errors.Is(err, ErrInvalidOptions) || !errors.Is(err, engine.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v.Check() = %v, want an error saying %q", tc.o, err, tc.want)
+		}
+		if _, err := New(&slowStore{}, tc.o); err == nil {
+			t.Errorf("New with %+v: no error", tc.o)
+		}
+	}
+	if err := (Options{}).Check(); err != nil {
+		t.Errorf("the zero Options: %v", err)
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil): no error")
 	}
 }
