@@ -269,3 +269,45 @@ func TestPGLeasedBadOptions(t *testing.T) {
 		t.Errorf("StoreOptions with a bad Lease: %v", err)
 	}
 }
+
+// When PostgreSQL fails, a lease in hand keeps being spent without it; once
+// it runs out, the Limiter's failure policy answers (FailClosed here), with
+// a store error.
+func TestPGLeasedOutlivesAStoreFailure(t *testing.T) {
+	srv, db := ownPool(t, "leased", nil, Schema{})
+	l, err := New(db, Config{Limit: 100.0 / 31536000, Burst: 100, Timeout: time.Second, OnFailure: FailClosed, BreakAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewLeased(l, lease.Options{MaxShare: 1, Lifetime: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	// Two checks: the second lease is sized from the demand, as much as
+	// the bucket holds.
+	for range 2 {
+		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v, %v", d, err)
+		}
+	}
+	held, _ := s.Take(ctx, "k", 0)
+	left := int64(held.Remaining)
+	if left < 10 {
+		t.Fatalf("the lease holds %d tokens, want most of the burst", left)
+	}
+	srv.Stop()
+	for i := range left {
+		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check %d of the %d the lease holds, with PostgreSQL down: %+v, %v", i, left, d, err)
+		}
+	}
+	d, err := s.Take(ctx, "k", 1)
+	if d.Allowed || !errors.Is(err, engine.ErrUnavailable) && !errors.Is(err, engine.ErrOutcomeUnknown) {
+		t.Errorf("with the lease spent and PostgreSQL down: %+v, %v; want FailClosed's denial and a store error", d, err)
+	}
+	if st := l.Stats(); st.FailedClosed == 0 {
+		t.Errorf("stats after the failure: %+v; want it counted as FailedClosed", st)
+	}
+}
