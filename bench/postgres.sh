@@ -4,13 +4,15 @@
 # 1e4 keys, for faucet's pgstore (and pgstore with coalescing off,
 # faucet_single), the common SELECT ... FOR UPDATE
 # transaction (for_update) and, for the choice between the two stores,
-# faucet's redisstore against a local redis-server (BenchmarkPostgres). The
+# faucet's redisstore against a local redis-server (BenchmarkPostgres); and
+# pgstore's leased limiter beside pgstore per check and the engine alone,
+# on few hot keys (BenchmarkLeasedPostgres). The
 # benchmark starts both servers itself (PostgreSQL through pgstore/pgtest,
 # fsync off, on a free loopback port; redis-server without persistence).
 #
 # Writes results/<date>-<commit>-postgres.txt (Go benchmark format). COUNT
 # (default 10) is the number of runs of each configuration, BENCHTIME
-# (default 1s) the length of each. Takes about 11 minutes.
+# (default 1s) the length of each. Takes about 14 minutes.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v redis-server > /dev/null || { echo "redis-server not found: apt-get install -y redis-server" >&2; exit 1; }
@@ -43,6 +45,6 @@ mkdir -p "$(dirname "$out")"
 	echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out"
 
-FAUCET_REQUIRE_POSTGRES=1 FAUCET_REQUIRE_REDIS=1 go test -run '^$' -bench '^BenchmarkPostgres$' -benchtime "$benchtime" -count "$count" -timeout 0 . | tee -a "$out"
+FAUCET_REQUIRE_POSTGRES=1 FAUCET_REQUIRE_REDIS=1 go test -run '^$' -bench '^(BenchmarkPostgres|BenchmarkLeasedPostgres)$' -benchtime "$benchtime" -count "$count" -timeout 0 . | tee -a "$out"
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out"
 echo "wrote $out"

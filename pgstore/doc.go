@@ -95,6 +95,18 @@
 // other), evaluates again and writes. The functions need READ COMMITTED
 // isolation, PostgreSQL's default, and refuse a session with another.
 //
+// # Leases
+//
+// NewLeased (or StoreOptions.Lease) decides most checks in the instance
+// (package lease; the manual's docs/leases.md): it takes tokens from a
+// key's shared bucket in leases and spends them locally, calling the
+// database once per lease rather than once per check, while every instance
+// together admits at most Burst + Limit × span in any span. A Limiter
+// implements lease.Store with two functions Install creates, Table_lease
+// and Table_release, on two tables of their own (Table_lease_buckets,
+// Table_leases): leased buckets are apart from the per-check ones. Check
+// names a schema installed before leases; Install again adds them.
+//
 // # Failure
 //
 // Every statement has a deadline (Config.Timeout, 100 ms by default, on

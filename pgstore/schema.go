@@ -76,7 +76,9 @@ func Install(ctx context.Context, db DB, s Schema) error {
 
 // Check reports whether table (DefaultTable if "") and the functions Install
 // creates with it exist in db, so that a service finds out at start rather
-// than at its first request; the error says what is missing.
+// than at its first request; the error says what is missing, and names a
+// schema installed before leases (two tables and two functions more: see
+// NewLeased) as such.
 func Check(ctx context.Context, db DB, table string) error {
 	if table == "" {
 		table = DefaultTable
@@ -95,7 +97,7 @@ func Check(ctx context.Context, db DB, table string) error {
 	if !hasTable || funcs != 4 {
 		return fmt.Errorf("pgstore: table %s or its functions are missing (found the table: %v, %d of 4 functions): create them with Install (faucet serve --postgres-install) or the statements of SQL", table, hasTable, funcs)
 	}
-	return nil
+	return checkLeases(ctx, db, table)
 }
 
 // SQL returns the statements Install runs, for administrators who create
@@ -150,7 +152,7 @@ func schemaSQL(s Schema) []string {
 		kind = ""
 	}
 	fn := func(suffix string) string { return ident(s.Table + suffix) }
-	return []string{
+	return append([]string{
 		`CREATE ` + kind + `TABLE IF NOT EXISTS ` + t + ` (
 	key     bytea  PRIMARY KEY,
 	tick    bigint NOT NULL,
@@ -389,5 +391,5 @@ BEGIN
 	END LOOP;
 END
 $fn$`,
-	}
+	}, leaseSQL(s)...)
 }

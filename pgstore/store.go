@@ -3,6 +3,7 @@ package pgstore
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/lease"
 )
 
 // StoreOptions configures NewStore; the zero value is usable.
@@ -51,6 +53,11 @@ type StoreOptions struct {
 	SweepBatch int
 	// Logger receives sweep failures; nil discards them.
 	Logger *slog.Logger
+	// Lease, if not nil, makes every limiter of the store a leased one
+	// (NewLeased) with these options: checks decided locally from leases
+	// of the shared buckets, which are apart from the per-check ones
+	// (every instance sharing the buckets must lease, or none).
+	Lease *lease.Options
 }
 
 // Store is an engine.Store whose Limiters keep their buckets in PostgreSQL,
@@ -82,7 +89,11 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{stop: make(chan struct{})}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		return New(db, opts.config(spec, &s.peers))
+		l, err := New(db, opts.config(spec, &s.peers))
+		if err != nil || opts.Lease == nil {
+			return l, err
+		}
+		return leasedOf(l, *opts.Lease)
 	})
 	logger := opts.Logger
 	if logger == nil {
@@ -117,6 +128,11 @@ func (o StoreOptions) check() (SweepOptions, error) {
 	// With a limit every option combines with.
 	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}, &failpolicy.Peers{}).Check(); err != nil {
 		return SweepOptions{}, err
+	}
+	if o.Lease != nil {
+		if err := o.Lease.Check(); err != nil {
+			return SweepOptions{}, fmt.Errorf("%w: StoreOptions.Lease: %w", ErrInvalidConfig, err)
+		}
 	}
 	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
 }

@@ -30,7 +30,8 @@ type SweepOptions struct {
 }
 
 // Sweep removes the rows of buckets that have been full again for a minute
-// (a missing row is a full bucket), walking the table once in key order,
+// (a missing row is a full bucket), leased buckets included (with their
+// leases, once all have ended), walking the table once in key order,
 // Batch rows per statement, so that no statement holds locks on, or scans,
 // more than Batch rows. It skips rows a take holds locked, and never waits
 // for one. It returns the rows removed.
@@ -77,7 +78,8 @@ SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM 
 		}
 		removed += gone
 		if seen < int64(o.Batch) {
-			return removed, nil
+			n, err := sweepLeases(ctx, db, o)
+			return removed + n, err
 		}
 		after = last
 	}

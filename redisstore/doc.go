@@ -127,14 +127,16 @@
 //
 // # Leases
 //
-// NewLeased decides most checks in the instance: it takes tokens from a
-// key's shared bucket in leases, sized from the key's local demand (at most
-// LeaseOptions.MaxShare of the burst), and spends them with one
-// CompareAndSwap and no I/O; when half a lease is left it fetches the next
-// in the background, so a steady caller does not wait for Redis. A leased bucket refills only up to the burst
-// less what unexpired leases hold, so bucket and leases together never hold
-// more than the burst, and every instance together admits at most Burst +
-// Limit × span in any span, as one bucket would. A lease ends at its
+// NewLeased decides most checks in the instance (package lease on a
+// Limiter, which implements lease.Store; see the manual's docs/leases.md):
+// it takes tokens from a key's shared bucket in leases, sized from the
+// key's local demand (at most LeaseOptions.MaxShare of the burst), and
+// spends them with one CompareAndSwap and no I/O; when half a lease is left
+// it fetches the next in the background, so a steady caller does not wait
+// for Redis. A leased bucket refills only up to the burst less what
+// unexpired leases hold, so bucket and leases together never hold more than
+// the burst, and every instance together admits at most Burst + Limit ×
+// span in any span, as one bucket would. A lease ends at its
 // Lifetime (its unspent tokens then lost, never admitted twice), when the
 // instance asks for the next one, or early when the key falls idle (its
 // unspent tokens back in the bucket). A key whose bucket cannot grant is

@@ -2,607 +2,75 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"math"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/faucetgo/faucet/lease"
 )
 
-// LeaseOptions configures a Leased limiter; the zero value picks every
-// default.
-type LeaseOptions struct {
-	// Lifetime is how long a lease lasts; 0 picks 1 s, at least 10 ms. An
-	// instance stops spending a lease a little before it ends (Redis counts
-	// from its own clock, which reads later than the instance's send), and
-	// releases what is left of an idle one early; tokens left in a lease
-	// that ends unreleased (the instance died) are lost to the shared
-	// bucket, never admitted twice.
-	Lifetime time.Duration
-	// MaxShare is the most of the burst one lease holds, in (0, 1]; 0 picks
-	// 0.1. It bounds what one instance can keep from the others.
-	MaxShare float64
-	// MaxKeys bounds the keys that hold a lease at once; 0 picks 100,000.
-	// A key beyond it leases exactly its cost, as a per-check call would.
-	MaxKeys int
-}
-
-// resolve checks o and fills in its defaults.
-func (o LeaseOptions) resolve() (LeaseOptions, error) {
-	if o.Lifetime == 0 {
-		o.Lifetime = time.Second
-	}
-	if o.Lifetime < 10*time.Millisecond {
-		return o, invalid("LeaseOptions.Lifetime must be at least 10ms, got %v", o.Lifetime)
-	}
-	if o.MaxShare == 0 {
-		o.MaxShare = 0.1
-	}
-	if !(o.MaxShare > 0 && o.MaxShare <= 1) {
-		return o, invalid("LeaseOptions.MaxShare must be in (0, 1], got %v", o.MaxShare)
-	}
-	if o.MaxKeys == 0 {
-		o.MaxKeys = 100_000
-	}
-	if o.MaxKeys < 0 {
-		return o, invalid("LeaseOptions.MaxKeys must be positive, or 0 for the default, got %d", o.MaxKeys)
-	}
-	return o, nil
-}
+// LeaseOptions configures a Leased limiter (lease.Options); the zero value
+// picks every default.
+type LeaseOptions = lease.Options
 
 // Leased is a limiter whose instances share one bucket per key in Redis and
-// decide most checks locally: each takes tokens from the shared bucket in
-// leases, and a check its lease covers costs no I/O and no allocation.
-// Every token admitted was taken from the shared bucket first, and the
-// bucket refills only up to the burst less what leases hold, so the bound of
-// one bucket holds for all instances together: in any span, tokens admitted
-// by every instance are at most Burst + Limit × span. Leases are sized from
-// the key's local demand, at most MaxShare of the burst.
-//
-// When the shared bucket cannot grant a check's cost, the instance denies
-// locally, without asking Redis, until the wait the bucket's state gives
-// (RetryAfter; never early).
-//
-// Decisions differ from the Limiter's in what they can know: Remaining is
-// the tokens left in this instance's lease, and ResetAfter is 0. It is safe
-// for concurrent use. Close releases the leases' unspent tokens.
-type Leased struct {
-	l        *Limiter
-	lifetime time.Duration
-	margin   time.Duration
-	share    uint64 // the most quanta of one lease
-	batch    uint64 // the quanta 5 ms refill: the most a fetch waits for
-	maxKeys  int
-	keys     *xsync.MapOf[string, *leasedKey]
-	base     time.Time // the monotonic clock's origin
-	inst     string    // prefix of lease ids, unique to this Leased
-	seq      atomic.Uint64
-	stop     chan struct{}
-	done     sync.WaitGroup
-	closed   atomic.Bool
-	// owns is set when Close must close l too (a Store's limiters).
-	owns bool
-	// waited counts checks that waited for a lease from Redis.
-	waited atomic.Uint64
-}
-
-// leasedKey is a key's local state.
-type leasedKey struct {
-	// cur is the lease checks spend from; a fetch replaces it whole.
-	cur atomic.Pointer[lease]
-	// next is a lease fetched ahead of need, when cur ran low: checks
-	// move to it when cur cannot cover them, without waiting for Redis.
-	next atomic.Pointer[lease]
-	// prefetching is set while a fetch of next is on its way.
-	prefetching atomic.Bool
-	// deniedUntil is the local time (ns since base) until which the shared
-	// bucket cannot grant the last cost that asked: checks are denied
-	// locally until then.
-	deniedUntil atomic.Int64
-	// deniedHave is the quanta the bucket held at that denial: a smaller
-	// cost may still pass, and asks Redis.
-	deniedHave atomic.Uint64
-	// used is the local time of the last check, for idle release.
-	used atomic.Int64
-	// spent counts the quanta spent since the last fetch: the demand.
-	spent atomic.Uint64
-	// mu serialises fetches; lastFetch and rtt are guarded by it.
-	mu        sync.Mutex
-	lastFetch int64
-	rtt       int64
-}
-
-// lease is one grant: quanta left to spend until deadline (local ns).
-type lease struct {
-	// quanta is decremented by a CompareAndSwap per check and swapped to
-	// 0 when the lease is released.
-	quanta   atomic.Int64
-	deadline int64
-	id       string
-	// size is the quanta granted: below half of it, the next lease is
-	// fetched ahead.
-	size int64
-}
+// decide most checks locally, from leases of the shared bucket: package
+// lease's limiter on a Limiter's leased buckets. Together the instances
+// admit at most Burst + Limit × span in any span; see lease.Leased.
+type Leased = lease.Leased
 
 // NewLeased returns a Leased limiter on l's buckets configuration (Limit,
 // Burst, Prefix, Timeout, OnFailure). Its buckets are apart from l's
 // per-check ones: a key leased by some instances and checked per call by
-// others would be limited twice over, not once.
+// others would be limited twice over, not once. Bad options are an error
+// wrapping ErrInvalidConfig.
 func NewLeased(l *Limiter, opts LeaseOptions) (*Leased, error) {
 	if l == nil {
 		return nil, engine.ErrNilLimiter
 	}
-	opts, err := opts.resolve()
-	if err != nil {
-		return nil, err
+	if err := opts.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	var id [8]byte
-	rand.Read(id[:])
-	s := &Leased{
-		l:        l,
-		lifetime: opts.Lifetime,
-		// The instance's clock starts before Redis's grant, so a lease's
-		// local deadline comes first already; the margin covers a check
-		// that read the clock just before it and spends just after.
-		margin:  time.Millisecond + opts.Lifetime/1000,
-		share:   max(1, uint64(math.Floor(float64(l.s.u.capacity)*opts.MaxShare))),
-		batch:   uint64(float64(l.s.Limit) * fixedpoint.QuantaPerToken / 200),
-		maxKeys: opts.MaxKeys,
-		keys:    xsync.NewMapOf[string, *leasedKey](),
-		base:    time.Now(),
-		inst:    hex.EncodeToString(id[:]),
-		stop:    make(chan struct{}),
-	}
-	s.done.Add(1)
-	go s.sweep()
-	return s, nil
+	return lease.New(l, opts)
 }
 
-var _ engine.Limiter = (*Leased)(nil)
+var _ lease.Store = (*Limiter)(nil)
 
-// Limit is the shared bucket's refill rate.
-func (s *Leased) Limit() engine.Limit { return s.l.Limit() }
-
-// Burst is the shared bucket's capacity.
-func (s *Leased) Burst() float64 { return s.l.Burst() }
-
-func (s *Leased) now() int64 { return int64(time.Since(s.base)) }
-
-// Take takes n tokens for key: from this instance's lease when it holds
-// them, else from a new lease (one call to Redis).
-func (s *Leased) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
-	if s == nil {
-		return engine.Decision{}, engine.ErrNilLimiter
+// GrantLease grants a lease of key's leased bucket (lease.Store): one
+// script, at Redis's time.
+func (l *Limiter) GrantLease(ctx context.Context, key string, r lease.Request) (lease.Grant, error) {
+	if l == nil {
+		return lease.Grant{}, engine.ErrNilLimiter
 	}
+	g, err := l.lease(ctx, key, r.Want, r.Least, r.TTL, r.ID, r.Prev, r.Unspent)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	out := g.public()
+	if g.quanta == 0 && r.Want > 0 {
+		out.Wait = l.s.u.waitFor(g, r.Least)
+	}
+	return out, nil
+}
+
+// ReleaseLease ends lease id of key early, giving back unspent quanta
+// (lease.Store).
+func (l *Limiter) ReleaseLease(ctx context.Context, key, id string, unspent uint64) (lease.Grant, bool, error) {
+	if l == nil {
+		return lease.Grant{}, false, engine.ErrNilLimiter
+	}
+	ok, g, err := l.release(ctx, key, id, unspent)
+	return g.public(), ok, err
+}
+
+// FailLease is the Limiter's OnFailure answer for a take of n from key that
+// a lease call failed to decide with err (lease.Store).
+func (l *Limiter) FailLease(key string, n float64, err error) (engine.Decision, error) {
 	var out [1]engine.Decision
-	_, err := s.TakeAll(ctx, []engine.Take{{Limiter: s, Key: key, N: n}}, out[:])
-	return out[0], err
+	_, fellBack := l.failed([]engine.Take{{Limiter: l, Key: key, N: n}}, out[:])
+	return out[0], storeError(err, unsent(err), fellBack)
 }
 
-// TakeAll takes from every take's key or from none. The takes are spent
-// from their leases in order; a denial gives the earlier ones back to the
-// leases they came from. Every take's Limiter must be a Leased limiter on
-// the connection of s's.
-func (s *Leased) TakeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (int, error) {
-	if s == nil {
-		return -1, engine.ErrNilLimiter
-	}
-	if len(out) < len(takes) {
-		return -1, fmt.Errorf("redisstore: %w: %d takes, %d decisions", engine.ErrShortOut, len(takes), len(out))
-	}
-	for i := range takes {
-		switch tl, ok := takes[i].Limiter.(*Leased); {
-		case takes[i].Limiter == nil || ok && tl == nil:
-			return -1, fmt.Errorf("redisstore: %w: takes[%d]", engine.ErrNilLimiter, i)
-		case !ok || tl.l.c.conn() != s.l.c.conn():
-			return -1, fmt.Errorf("redisstore: %w: takes[%d] is not a Leased limiter on this one's connection", engine.ErrForeignTake, i)
-		}
-	}
-	for i := range takes {
-		if c, ok := fixedpoint.Quantize(takes[i].N); !ok || c > leasedOf(&takes[i]).l.s.u.capacity {
-			for j := range takes {
-				out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
-				out[j].Allowed = false
-			}
-			out[i].RetryAfter = engine.InfDuration
-			return i, nil
-		}
-	}
-	var stack [8]spend
-	spends := stack[:0]
-	for i := range takes {
-		tl := leasedOf(&takes[i])
-		cost, _ := fixedpoint.Quantize(takes[i].N)
-		d, sp, err := tl.take(ctx, takes[i].Key, cost)
-		if err != nil {
-			giveBack(spends)
-			denied, fellBack := tl.l.failed([]engine.Take{{Limiter: tl.l, Key: takes[i].Key, N: takes[i].N}}, out[i:i+1])
-			// A lease that may have been granted unseen is lost to every
-			// instance until it ends: under-admission, never more.
-			err = storeError(err, unsent(err), fellBack)
-			for j := range takes {
-				if j != i {
-					out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
-				}
-				if denied >= 0 {
-					out[j].Allowed = false
-				}
-			}
-			if denied >= 0 {
-				return i, err
-			}
-			return -1, err
-		}
-		out[i] = d
-		if !d.Allowed {
-			giveBack(spends)
-			for j := range takes {
-				if j != i {
-					out[j] = leasedOf(&takes[j]).peek(takes[j].Key)
-					out[j].Allowed = false
-				}
-			}
-			return i, nil
-		}
-		spends = append(spends, sp)
-	}
-	return -1, nil
-}
-
-// spend is what one allowed take of a TakeAll took from which lease.
-type spend struct {
-	from  *lease
-	e     *leasedKey
-	quant int64
-}
-
-// leasedOf is the Leased limiter of a take TakeAll accepted.
-func leasedOf(tk *engine.Take) *Leased {
-	tl, _ := tk.Limiter.(*Leased)
-	return tl
-}
-
-// giveBack returns spends to their leases (lost if a lease has ended).
-func giveBack(spends []spend) {
-	for i := len(spends) - 1; i >= 0; i-- {
-		sp := spends[i]
-		if sp.from != nil {
-			sp.from.quanta.Add(sp.quant)
-			sp.e.spent.Add(^uint64(sp.quant - 1))
-		}
-	}
-}
-
-// entry returns key's state, creating it; nil when MaxKeys keys hold state.
-func (s *Leased) entry(key string) *leasedKey {
-	if e, ok := s.keys.Load(key); ok {
-		return e
-	}
-	if s.keys.Size() >= s.maxKeys {
-		return nil
-	}
-	e, _ := s.keys.LoadOrCompute(key, func() *leasedKey { return &leasedKey{} })
-	return e
-}
-
-// peek reports key's local state: the tokens its lease holds.
-func (s *Leased) peek(key string) engine.Decision {
-	d := engine.Decision{Allowed: true}
-	if e, ok := s.keys.Load(key); ok {
-		if ls := e.cur.Load(); ls != nil && s.now() < ls.deadline {
-			d.Remaining = float64(ls.quanta.Load()) / fixedpoint.QuantaPerToken
-		}
-	}
-	return d
-}
-
-// take decides cost quanta (0 peeks) for key.
-func (s *Leased) take(ctx context.Context, key string, cost uint64) (engine.Decision, spend, error) {
-	if cost == 0 {
-		return s.peek(key), spend{}, nil
-	}
-	e := s.entry(key)
-	if e == nil {
-		d, err := s.once(ctx, key, cost)
-		return d, spend{}, err
-	}
-	now := s.now()
-	e.used.Store(now)
-	if d, sp, ok := s.decided(e, key, cost, now); ok {
-		return d, sp, nil
-	}
-	return s.fetch(ctx, e, key, cost)
-}
-
-// decided is the decision of key without Redis, if there is one: a spend
-// from its lease, or a denial while its bucket is known short.
-func (s *Leased) decided(e *leasedKey, key string, cost uint64, now int64) (engine.Decision, spend, bool) {
-	if d, sp, ok := s.local(key, e, cost, now); ok {
-		return d, sp, true
-	}
-	if until := e.deniedUntil.Load(); now < until && cost > e.deniedHave.Load() {
-		d := s.peek(key)
-		d.Allowed, d.RetryAfter = false, time.Duration(until-now)
-		return d, spend{}, true
-	}
-	return engine.Decision{}, spend{}, false
-}
-
-// local spends cost from e's lease if it is live and holds it, moving to
-// the lease fetched ahead when the current one cannot; below half a lease
-// left, it fetches the next one ahead.
-//
-// Lock-free: load the lease, check its deadline, CompareAndSwap its
-// quanta; a lost race reloads (the lease may have been replaced or
-// released, and swapped to 0).
-func (s *Leased) local(key string, e *leasedKey, cost uint64, now int64) (engine.Decision, spend, bool) {
-	for {
-		ls := e.cur.Load()
-		if ls != nil && now < ls.deadline {
-			q := ls.quanta.Load()
-			if q >= int64(cost) {
-				if !ls.quanta.CompareAndSwap(q, q-int64(cost)) {
-					continue
-				}
-				e.spent.Add(cost)
-				left := q - int64(cost)
-				if left < ls.size/2 {
-					s.prefetchLater(key, e, now)
-				}
-				return engine.Decision{Allowed: true, Remaining: float64(left) / fixedpoint.QuantaPerToken},
-					spend{from: ls, e: e, quant: int64(cost)}, true
-			}
-		}
-		if !s.promote(key, e, ls, now) {
-			return engine.Decision{}, spend{}, false
-		}
-	}
-}
-
-// promote makes the lease fetched ahead e's current one in place of ls,
-// ending ls; it reports false when there is none to move to. A lease
-// fetched ahead that ended unused is dropped (its quanta are forfeited,
-// never admitted).
-//
-// Lock-free: take next out by CompareAndSwap, then swap it in for ls; if
-// cur changed meanwhile, put it back as next, or end it if another came.
-func (s *Leased) promote(key string, e *leasedKey, ls *lease, now int64) bool {
-	nx := e.next.Load()
-	if nx == nil {
-		return false
-	}
-	if now >= nx.deadline {
-		e.next.CompareAndSwap(nx, nil)
-		return false
-	}
-	if !e.next.CompareAndSwap(nx, nil) {
-		return true
-	}
-	if e.cur.CompareAndSwap(ls, nx) {
-		s.endLater(key, ls)
-		return true
-	}
-	if !e.next.CompareAndSwap(nil, nx) {
-		s.endLater(key, nx)
-	}
-	return true
-}
-
-// prefetchLater fetches key's next lease off the caller's path, unless one
-// is in hand or on its way, or the bucket is known short.
-func (s *Leased) prefetchLater(key string, e *leasedKey, now int64) {
-	if e.next.Load() != nil || now < e.deniedUntil.Load() || s.closed.Load() || !e.prefetching.CompareAndSwap(false, true) {
-		return
-	}
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		defer e.prefetching.Store(false)
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.next.Load() != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.l.s.Timeout)
-		defer cancel()
-		ls, _ := s.grant(ctx, e, key, 1, "", 0)
-		if ls != nil && (s.closed.Load() || !e.next.CompareAndSwap(nil, ls)) {
-			s.endLater(key, ls)
-		}
-	}()
-}
-
-// fetch takes a new lease for key that covers cost, or finds the shared
-// bucket short of it and denies until it can be.
-func (s *Leased) fetch(ctx context.Context, e *leasedKey, key string, cost uint64) (engine.Decision, spend, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := s.now()
-	// Another check may have fetched while this one waited.
-	if d, sp, ok := s.decided(e, key, cost, now); ok {
-		return d, sp, nil
-	}
-	// The lease in hand ends in the same call, its unspent quanta back in
-	// the bucket: a spent lease would otherwise hold down the bucket's
-	// refill until it expired. Checks that race this find it empty and
-	// wait for the new one.
-	prev, unspent := "", int64(0)
-	old := e.cur.Load()
-	if old != nil {
-		prev, unspent = old.id, max(0, old.quanta.Swap(0))
-	}
-	s.waited.Add(1)
-	ls, err := s.grant(ctx, e, key, cost, prev, uint64(unspent))
-	if err != nil {
-		if old != nil {
-			old.quanta.Add(unspent)
-		}
-		return engine.Decision{}, spend{}, err
-	}
-	if old != nil {
-		e.cur.CompareAndSwap(old, nil)
-	}
-	if ls == nil {
-		d := s.peek(key)
-		d.Allowed, d.RetryAfter = false, time.Duration(e.deniedUntil.Load()-s.now())
-		return d, spend{}, nil
-	}
-	ls.quanta.Add(-int64(cost))
-	e.spent.Add(cost)
-	e.cur.Store(ls)
-	left := ls.quanta.Load()
-	return engine.Decision{Allowed: true, Remaining: float64(left) / fixedpoint.QuantaPerToken},
-		spend{from: ls, e: e, quant: int64(cost)}, nil
-}
-
-// grant asks the shared bucket for a lease of key sized from its demand,
-// covering at least cost, ending the caller's lease prev (with unspent
-// quanta) in the same call. It returns the lease, or nil when the bucket
-// cannot grant: then the key is denied locally until it can. e.mu is held.
-func (s *Leased) grant(ctx context.Context, e *leasedKey, key string, cost uint64, prev string, unspent uint64) (*lease, error) {
-	now := s.now()
-	want := s.size(e, cost, now)
-	// A bucket that holds less than half the lease the demand wants, or
-	// than 5 ms of refill if that is less, is left to refill: checks are
-	// denied locally until it has that much, so that a key over its limit
-	// costs Redis a call per half lease or 5 ms, not one per token
-	// refilled. Nothing is lost meanwhile: the tokens wait in the bucket,
-	// which is not full. A slow limit (less than cost in 5 ms) batches
-	// nothing.
-	least := max(cost, min(want/2, s.batch))
-	id := s.inst + "-" + strconv.FormatUint(s.seq.Add(1), 36)
-	g, err := s.l.lease(ctx, key, want, least, s.lifetime, id, prev, unspent)
-	got := s.now()
-	if err != nil {
-		return nil, err
-	}
-	// The demand from here on is what the next lease is sized from.
-	e.rtt, e.lastFetch = got-now, got
-	e.spent.Store(0)
-	if g.quanta == 0 {
-		wait := s.l.s.u.waitFor(g, least)
-		e.deniedHave.Store(g.tokens)
-		e.deniedUntil.Store(got + int64(wait))
-		return nil, nil
-	}
-	ls := &lease{deadline: now + int64(s.lifetime-s.margin), id: id, size: int64(g.quanta)}
-	ls.quanta.Store(int64(g.quanta))
-	return ls, nil
-}
-
-// size is the quanta to ask a lease for: the key's demand over a few round
-// trips (at least 20 ms), at least cost, at most MaxShare of the burst.
-func (s *Leased) size(e *leasedKey, cost uint64, now int64) uint64 {
-	want := cost
-	if el := now - e.lastFetch; e.lastFetch > 0 && el > 0 {
-		horizon := max(4*e.rtt, int64(20*time.Millisecond))
-		rate := float64(e.spent.Load()) / float64(el) // quanta per ns
-		want = max(want, uint64(rate*float64(horizon)))
-	}
-	return max(cost, min(want, s.share))
-}
-
-// once decides a key that holds no state (MaxKeys reached): a lease of
-// exactly cost, spent at once.
-func (s *Leased) once(ctx context.Context, key string, cost uint64) (engine.Decision, error) {
-	id := s.inst + "-" + strconv.FormatUint(s.seq.Add(1), 36)
-	g, err := s.l.lease(ctx, key, cost, cost, s.lifetime, id, "", 0)
-	if err != nil {
-		return engine.Decision{}, err
-	}
-	if g.quanta == 0 {
-		return engine.Decision{RetryAfter: s.l.s.u.waitFor(g, cost)}, nil
-	}
-	return engine.Decision{Allowed: true}, nil
-}
-
-// releaseLater ends e's lease ls if it is still e's current one.
-func (s *Leased) releaseLater(key string, e *leasedKey, ls *lease) {
-	if ls != nil && e.cur.CompareAndSwap(ls, nil) {
-		s.endLater(key, ls)
-	}
-}
-
-// endLater ends lease ls, if live, giving its unspent quanta back to the
-// shared bucket off the caller's path: even a spent lease is worth ending,
-// as its quanta hold down the bucket's refill until it expires.
-func (s *Leased) endLater(key string, ls *lease) {
-	if ls == nil {
-		return
-	}
-	q := max(0, ls.quanta.Swap(0))
-	if s.now() >= ls.deadline {
-		return
-	}
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.l.s.Timeout)
-		defer cancel()
-		s.l.release(ctx, key, ls.id, uint64(q))
-	}()
-}
-
-// dropNext ends e's lease fetched ahead, if any.
-func (s *Leased) dropNext(key string, e *leasedKey) {
-	if nx := e.next.Load(); nx != nil && e.next.CompareAndSwap(nx, nil) {
-		s.endLater(key, nx)
-	}
-}
-
-// sweep releases the leases of keys idle for a quarter of a lifetime, and
-// forgets keys with nothing left, until Close.
-func (s *Leased) sweep() {
-	defer s.done.Done()
-	tick := time.NewTicker(s.lifetime / 4)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		now := s.now()
-		s.keys.Range(func(key string, e *leasedKey) bool {
-			if now-e.used.Load() < int64(s.lifetime/4) {
-				return true
-			}
-			s.releaseLater(key, e, e.cur.Load())
-			s.dropNext(key, e)
-			if now >= e.deniedUntil.Load() {
-				s.keys.Delete(key)
-			}
-			return true
-		})
-	}
-}
-
-// Close stops the sweeper and gives every lease's unspent tokens back,
-// waiting for the releases (each bounded by the Limiter's Timeout). Checks
-// after Close still work.
-func (s *Leased) Close() error {
-	if s == nil {
-		return engine.ErrNilLimiter
-	}
-	if s.closed.Swap(true) {
-		return nil
-	}
-	close(s.stop)
-	s.keys.Range(func(key string, e *leasedKey) bool {
-		s.releaseLater(key, e, e.cur.Load())
-		s.dropNext(key, e)
-		return true
-	})
-	s.done.Wait()
-	if s.owns {
-		return s.l.Close()
-	}
-	return nil
+// public is g in the lease contract's terms.
+func (g grant) public() lease.Grant {
+	return lease.Grant{Now: g.now, Quanta: g.quanta, Expiry: g.expiry, At: g.at, Tokens: g.tokens, Out: g.out, LastEnd: g.lastEnd}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -194,8 +195,8 @@ func leaseHolder(t *testing.T) {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	}
-	e, _ := s.keys.Load("hot")
-	fmt.Printf("HELD %d SENT %d\n", e.cur.Load().quanta.Load(), sent.UnixNano())
+	d, _ := s.Take(ctx, "hot", 0)
+	fmt.Printf("HELD %d SENT %d\n", int64(math.Round(d.Remaining*1000)), sent.UnixNano())
 	os.Exit(0)
 }
 

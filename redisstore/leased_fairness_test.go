@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,7 +84,7 @@ func TestLeasedNewcomerGetsItsShare(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			wg.Wait()
-			bound := uint64(instances) * 2 * ls[0].share
+			bound := uint64(instances) * 2 * uint64(math.Round(ls[0].Share()*fixedpoint.QuantaPerToken))
 			var total int64
 			for i := range instances {
 				total += counted[i].Load()

@@ -11,6 +11,9 @@ import (
 	"github.com/faucetgo/faucet/engine"
 )
 
+// limiterOfLeased is the Limiter a Leased limiter leases from.
+func limiterOfLeased(s *Leased) *Limiter { return s.Store().(*Limiter) }
+
 func newLeasedOn(t *testing.T, addr string, limit engine.Limit, burst float64, opts LeaseOptions) *Leased {
 	t.Helper()
 	l, err := newLimiter(rueClient{newRue(t, addr)}, Config{Limit: limit, Burst: burst, Prefix: "leased:", Timeout: 10 * time.Second, OnFailure: FailClosed})
@@ -63,7 +66,7 @@ func TestLeasedInstancesKeepTheBound(t *testing.T) {
 	}
 	var scripts uint64
 	for _, s := range instances {
-		scripts += s.l.Stats().Scripts
+		scripts += limiterOfLeased(s).Stats().Scripts
 	}
 	t.Logf("admitted %d of %d checks in %.3f s (bound %.1f, %.1f%% of it); %d scripts", admitted.Load(), checks.Load(), span, bound, 100*float64(admitted.Load())/bound, scripts)
 	if got := float64(admitted.Load()); got < 0.5*limit*span {
@@ -82,7 +85,7 @@ func TestLeasedDecidesLocally(t *testing.T) {
 			t.Fatalf("check %d: %+v, %v", i, d, err)
 		}
 	}
-	if scripts := s.l.Stats().Scripts; scripts > n/20 {
+	if scripts := limiterOfLeased(s).Stats().Scripts; scripts > n/20 {
 		t.Errorf("%d checks sent %d scripts to Redis, want at most 5%%", n, scripts)
 	}
 
@@ -103,7 +106,7 @@ func TestLeasedDeniesLocallyUntilRetryAfter(t *testing.T) {
 			t.Fatalf("draining: %+v, %v", d, err)
 		}
 	}
-	before := s.l.Stats().Scripts
+	before := limiterOfLeased(s).Stats().Scripts
 	d, err := s.Take(ctx, "k", 1)
 	if err != nil || d.Allowed || d.RetryAfter <= 0 {
 		t.Fatalf("empty bucket: %+v, %v; want a denial with a wait", d, err)
@@ -113,7 +116,7 @@ func TestLeasedDeniesLocallyUntilRetryAfter(t *testing.T) {
 			t.Fatal("admitted while denied locally")
 		}
 	}
-	if sent := s.l.Stats().Scripts - before; sent > 1 {
+	if sent := limiterOfLeased(s).Stats().Scripts - before; sent > 1 {
 		t.Errorf("51 denials sent %d scripts, want at most 1", sent)
 	}
 	time.Sleep(d.RetryAfter)
@@ -138,11 +141,11 @@ func TestLeasedMisuse(t *testing.T) {
 	if _, err := s.TakeAll(ctx, []engine.Take{{Limiter: s, Key: "a", N: 1}}, nil); !errors.Is(err, engine.ErrShortOut) {
 		t.Errorf("short out: %v", err)
 	}
-	if _, err := s.TakeAll(ctx, []engine.Take{{Limiter: s.l, Key: "a", N: 1}}, make([]engine.Decision, 1)); !errors.Is(err, engine.ErrForeignTake) {
+	if _, err := s.TakeAll(ctx, []engine.Take{{Limiter: limiterOfLeased(s), Key: "a", N: 1}}, make([]engine.Decision, 1)); !errors.Is(err, engine.ErrForeignTake) {
 		t.Errorf("a per-check Limiter's take: %v", err)
 	}
 	for _, o := range []LeaseOptions{{Lifetime: time.Millisecond}, {MaxShare: 1.5}, {MaxShare: -1}, {MaxKeys: -1}} {
-		if _, err := NewLeased(s.l, o); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := NewLeased(limiterOfLeased(s), o); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("NewLeased(%+v) = %v, want ErrInvalidConfig", o, err)
 		}
 	}
@@ -163,10 +166,10 @@ func TestLeasedFetchesAhead(t *testing.T) {
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
-	scripts := s.l.Stats().Scripts
+	scripts := limiterOfLeased(s).Stats().Scripts
 	// A loaded machine may delay a fetch past half a lease now and then;
 	// without fetching ahead every lease is waited for.
-	if w := s.waited.Load(); w > 3+scripts/10 {
+	if w := s.Stats().Waited; w > 3+scripts/10 {
 		t.Errorf("%d checks over %d leases waited for one %d times, want at most %d (the next lease comes ahead of need)", n, scripts, w, 3+scripts/10)
 	}
 	if scripts < n/100 {
@@ -196,8 +199,9 @@ func TestLeasedOutlivesAStoreFailure(t *testing.T) {
 			t.Fatalf("%+v, %v", d, err)
 		}
 	}
-	e, _ := s.keys.Load("k")
-	left := e.cur.Load().quanta.Load() / 1000
+	// A peek reports what the instance's lease holds.
+	held, _ := s.Take(ctx, "k", 0)
+	left := int64(held.Remaining)
 	if left < 10 {
 		t.Fatalf("the lease holds %d tokens, want most of the burst", left)
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"cmp"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -121,8 +122,8 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		return nil, err
 	}
 	if opts.Lease != nil {
-		if _, err := opts.Lease.resolve(); err != nil {
-			return nil, err
+		if err := opts.Lease.Check(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
 	st := &Store{stop: make(chan struct{})}
@@ -135,12 +136,13 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		if opts.Lease == nil {
 			return l, nil
 		}
-		ls, err := NewLeased(l, *opts.Lease)
+		lo := *opts.Lease
+		lo.CloseStore = true
+		ls, err := NewLeased(l, lo)
 		if err != nil {
 			l.Close()
 			return nil, err
 		}
-		ls.owns = true
 		return ls, nil
 	})
 	if beat := opts.heartbeat(); beat > 0 {

@@ -224,6 +224,11 @@ func render(prefix string) ([]byte, error) {
 		return nil, err
 	}
 	buf.WriteString(pg)
+	pgLeased, err := leasedPostgresSection(filepath.Dir(prefix))
+	if err != nil {
+		return nil, err
+	}
+	buf.WriteString(pgLeased)
 	audit, err := auditSection(filepath.Dir(prefix))
 	if err != nil {
 		return nil, err

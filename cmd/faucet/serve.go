@@ -330,7 +330,7 @@ func (cfg *serveConfig) options() (httplimit.Options, []string) {
 		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", cfg.logFormat))
 	}
 	problems = append(problems, cfg.http.problems(cfg.upstream != "")...)
-	problems = append(problems, cfg.redis.problems()...)
+	problems = append(problems, cfg.redis.problems(cfg.postgres.dsn)...)
 	problems = append(problems, cfg.postgres.problems(cfg.redis.addrs)...)
 	problems = append(problems, cfg.jwt.problems()...)
 	problems = append(problems, cfg.rls.problems()...)

@@ -120,11 +120,13 @@ func newPostgresStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func
 		FallbackMaxKeys: cmp.Or(cfg.maxKeys, -1),
 		SweepEvery:      sweep,
 		Logger:          logger,
+		// --lease and --lease-lifetime are the Redis store's too.
+		Lease: cfg.redis.leaseOptions(cfg.maxKeys),
 	})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	logger.Info("buckets in PostgreSQL", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "table", f.table, "prefix", f.prefix)
+	logger.Info("buckets in PostgreSQL", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "table", f.table, "prefix", f.prefix, "lease", cfg.redis.lease)
 	return s, func() error { err := s.Close(); pool.Close(); return err }, nil
 }

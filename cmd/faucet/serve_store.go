@@ -42,18 +42,25 @@ func (f *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.prefix, "redis-prefix", defaultRedisPrefix, "prefix of every Redis key; instances share buckets only with the same prefix")
 	fs.BoolVar(&f.tls, "redis-tls", false, "connect to Redis over TLS")
 	fs.Float64Var(&f.share, "redis-fallback-share", 0, "while Redis fails, decide in memory at this `SHARE` of each rule's rate and burst, in (0, 1] (0: 1/N, N the instances sharing Redis, counted by their heartbeats)")
-	fs.BoolVar(&f.lease, "lease", false, "decide most checks in memory from leases of the shared buckets in Redis (every instance must lease, or none: leased buckets are apart from per-check ones)")
+	fs.BoolVar(&f.lease, "lease", false, "decide most checks in memory from leases of the shared buckets in Redis or PostgreSQL (every instance must lease, or none: leased buckets are apart from per-check ones)")
 	fs.DurationVar(&f.leaseLife, "lease-lifetime", time.Second, "how long a lease lasts; tokens left in a lease whose instance dies are lost for this long at most")
 }
 
-// problems lists what is wrong with the Redis flags.
-func (f *redisFlags) problems() []string {
+// problems lists what is wrong with the Redis flags, and the lease flags,
+// which --postgres (its DSN) shares.
+func (f *redisFlags) problems(postgres string) []string {
 	var problems []string
 	if f.addrs == "" {
-		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 || f.lease || f.leaseLife != time.Second {
-			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share, --lease, --lease-lifetime: only mean something with --redis")
+		if f.timeout != defaultRedisTimeout || f.prefix != defaultRedisPrefix || f.tls || f.share != 0 {
+			problems = append(problems, "--redis-timeout, --redis-prefix, --redis-tls, --redis-fallback-share: only mean something with --redis")
 		}
-		return problems
+		if postgres == "" {
+			if f.lease || f.leaseLife != time.Second {
+				problems = append(problems, "--lease, --lease-lifetime: only mean something with --redis or --postgres")
+			}
+			return problems
+		}
+		return append(problems, f.leaseProblems()...)
 	}
 	for _, a := range f.list() {
 		host, port, err := net.SplitHostPort(a)
@@ -70,6 +77,12 @@ func (f *redisFlags) problems() []string {
 	if !(f.share >= 0 && f.share <= 1) {
 		problems = append(problems, fmt.Sprintf("--redis-fallback-share: must be in (0, 1], or 0 for 1/instances, got %v", f.share))
 	}
+	return append(problems, f.leaseProblems()...)
+}
+
+// leaseProblems lists what is wrong with the lease flags, given a store.
+func (f *redisFlags) leaseProblems() []string {
+	var problems []string
 	if f.leaseLife != time.Second && !f.lease {
 		problems = append(problems, "--lease-lifetime: only means something with --lease")
 	}

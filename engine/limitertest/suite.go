@@ -26,7 +26,7 @@ type Harness struct {
 	// not the test binary. 0 means 30 s.
 	Timeout time.Duration
 	// Leased declares a limiter that decides from tokens it holds in a
-	// lease of a shared bucket (redisstore.Leased): Remaining is what its
+	// lease of a shared bucket (lease.Leased): Remaining is what its
 	// lease holds, between 0 and what the bucket would hold; ResetAfter is
 	// 0; and RetryAfter is never early but may be later. The suite checks
 	// those in place of the exact figures.
