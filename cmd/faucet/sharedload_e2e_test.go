@@ -26,7 +26,7 @@ const (
 	ciClients   = 8
 	ciLimit     = 100
 	ciBurst     = 100
-	ciSpan      = 5 * time.Second
+	ciSpan      = 3 * time.Second
 	ciMaxChecks = 50_000
 	ciFloor     = 0.80
 )
@@ -103,17 +103,17 @@ func TestSharedHotKeyBound(t *testing.T) {
 
 // The same load while the store fails: slowed (PostgreSQL: another
 // transaction holds the hot row locked; Redis: CLIENT PAUSE) or stopped
-// and restarted on the same address, for a second each. Each instance
+// and restarted on the same address, for 0.8 s each. Each instance
 // decides in memory at 1/K of the limit while the store fails (the
 // default: K counted by the heartbeats), so the admissions may exceed the bound by at
 // most the fallback allowance (hotResult.fallbackAllowance), and by one
 // more burst when the restart emptied the store.
 func TestSharedHotKeyFaults(t *testing.T) {
 	const (
-		span      = 4 * time.Second
-		faultAt   = time.Second
-		faultFor  = time.Second
-		faultTail = 1500 * time.Millisecond
+		span      = 2500 * time.Millisecond
+		faultAt   = 500 * time.Millisecond
+		faultFor  = 800 * time.Millisecond
+		faultTail = time.Second
 	)
 	share := 1 / float64(ciInstances)
 	for _, c := range sharedCases {
