@@ -18,7 +18,7 @@ import (
 )
 
 // The accuracy of leases across processes: 4 processes × 16 goroutines on
-// one key of one redis-server, each config for 12 s of load far above the
+// one key of one redis-server, each config for 8 s of load far above the
 // limit. Together they admit at most Burst + Limit × span, counted exactly,
 // and most of Limit × span.
 func TestLeasedAccuracyAcrossProcesses(t *testing.T) {
@@ -27,7 +27,7 @@ func TestLeasedAccuracyAcrossProcesses(t *testing.T) {
 		return
 	}
 	srv := startRedis(t)
-	const procs, seconds = 4, 12
+	const procs, seconds = 4, 8
 	for _, tc := range []struct{ limit, burst float64 }{
 		{100, 100}, {100, 1000}, {10_000, 10_000}, {10_000, 100_000},
 	} {
