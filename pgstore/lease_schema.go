@@ -172,9 +172,18 @@ $fn$`,
 // schema, after Table.
 var leaseTables, leaseFuncs = []string{"_lease_buckets", "_leases"}, []string{"_lease", "_release"}
 
-// checkLeases reports the lease objects of table missing from db: a schema
-// Install created before leases existed, which Install brings up to date.
-func checkLeases(ctx context.Context, db DB, table string) error {
+// CheckLeases reports whether the objects that leased limiters need
+// (NewLeased, StoreOptions.Lease) exist beside table (DefaultTable if "")
+// in db, as Check does for per-check ones, which it checks first. A schema
+// that Install created before leases existed lacks them, and Install adds
+// them, keeping every bucket; until then the per-check limiters work.
+func CheckLeases(ctx context.Context, db DB, table string) error {
+	if table == "" {
+		table = DefaultTable
+	}
+	if err := Check(ctx, db, table); err != nil {
+		return err
+	}
 	var regs, tables, names []string
 	for _, t := range leaseTables {
 		regs, tables = append(regs, ident(table+t)), append(tables, table+t)

@@ -97,7 +97,7 @@ func Check(ctx context.Context, db DB, table string) error {
 	if !hasTable || funcs != 4 {
 		return fmt.Errorf("pgstore: table %s or its functions are missing (found the table: %v, %d of 4 functions): create them with Install (faucet serve --postgres-install) or the statements of SQL", table, hasTable, funcs)
 	}
-	return checkLeases(ctx, db, table)
+	return nil
 }
 
 // SQL returns the statements Install runs, for administrators who create

@@ -100,6 +100,8 @@ func newPostgresStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func
 	}
 	if f.install {
 		err = pgstore.Install(ctx, pool, pgstore.Schema{Table: f.table, Logged: f.logged})
+	} else if cfg.redis.lease {
+		err = pgstore.CheckLeases(ctx, pool, f.table)
 	} else {
 		err = pgstore.Check(ctx, pool, f.table)
 	}

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/faucetgo/faucet/pgstore"
 	"github.com/faucetgo/faucet/pgstore/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // Two faucet serve instances with --postgres and --lease decide from leases
@@ -45,5 +48,38 @@ func TestServeLeaseFlags(t *testing.T) {
 	}
 	if strings.Contains(errs, "only mean something with --redis") {
 		t.Errorf("--postgres with lease flags is told they need --redis:\n%s", errs)
+	}
+}
+
+// A schema installed before leases serves per-check limits as it did; only
+// --lease needs the objects it lacks, and says so at start.
+func TestServePostgresSchemaBeforeLeases(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.DSN()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := pgstore.Install(ctx, conn, pgstore.Schema{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`DROP FUNCTION faucet_buckets_release`, `DROP FUNCTION faucet_buckets_lease`,
+		`DROP TABLE faucet_buckets_leases`, `DROP TABLE faucet_buckets_lease_buckets`} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules := filepath.Join(t.TempDir(), "rules.json")
+	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
+	  "algorithm_config":{"rps":0.01,"burst":10},"fail_mode":"closed"}]}`)
+	code, _, errs := runArgs("serve", "--rules", rules, "--postgres", dsn, "--lease", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(errs, "predates leases") || !strings.Contains(errs, "--postgres-install") {
+		t.Errorf("--lease on a schema before leases: exit %d, %q; want a failed start naming the way out", code, errs)
+	}
+	a := startServe(t, "--rules", rules, "--postgres", dsn, "--postgres-timeout", "10s")
+	if n := admittedAlternately(t, a, a, 20); n != 10 {
+		t.Errorf("per check on a schema before leases: %d of 20 admitted, want 10", n)
 	}
 }
