@@ -175,8 +175,7 @@ func (c Config) settings() (*settings, error) {
 		return nil, err
 	}
 	s.keyBase = s.Prefix + s.u.tag() + ":"
-	s.take = `SELECT * FROM ` + ident(s.Table+"_take") + `($1, $2, $3, $4, $5, $6, $7)`
-	s.takeAll = `SELECT * FROM ` + ident(s.Table+"_take_all") + `($1, $2, $3, $4, $5, $6, $7)`
+	s.take, s.takeAll = takeSQL(s.Table)
 	// A row lock held past nine tenths of the deadline fails the statement
 	// in the database, so that the error says for certain that nothing was
 	// taken, rather than the deadline's "may have been".
@@ -192,6 +191,13 @@ func (s *settings) applyFailure() error {
 	}
 	s.fallbackConfig = cfg
 	return nil
+}
+
+// takeSQL is the statements that call table's take functions: one text
+// each, which the driver prepares once per connection.
+func takeSQL(table string) (take, takeAll string) {
+	return `SELECT * FROM ` + ident(table+"_take") + `($1, $2, $3, $4, $5, $6, $7)`,
+		`SELECT * FROM ` + ident(table+"_take_all") + `($1, $2, $3, $4, $5, $6, $7)`
 }
 
 // units is a limit in the functions' terms: capacity in quanta, the rate

@@ -189,9 +189,11 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 		l.stats.calls.Add(1)
 		err = l.run(ctx, sql, args, dst)
 	}
-	if !keyLevel(err) {
+	var g growing
+	if !keyLevel(err) && !errors.As(err, &g) {
 		// A row held by a stuck transaction says nothing about the
 		// database either: one hot key must not lift every key's limit.
+		// Nor does a pool still opening connections for a burst.
 		l.breaker.Observe(caller, err)
 	}
 	return err
@@ -211,6 +213,9 @@ func (l *Limiter) run(ctx context.Context, sql string, args []any, dst []any) er
 	if p, ok := db.(acquirer); ok {
 		c, err := p.Acquire(ctx)
 		if err != nil {
+			if s, ok := db.(statter); ok && ctx.Err() != nil && s.Stat().ConstructingConns() > 0 {
+				return growing{unsentError{err}}
+			}
 			return unsentError{err}
 		}
 		defer c.Release()
@@ -222,6 +227,21 @@ func (l *Limiter) run(ctx context.Context, sql string, args []any, dst []any) er
 	}
 	return err
 }
+
+// statter is a pool that reports its connections: *pgxpool.Pool.
+type statter interface {
+	Stat() *pgxpool.Stat
+}
+
+// growing marks a deadline that passed while waiting for a connection the
+// pool was still opening: under a burst of new keys on a loaded machine,
+// opening one can outlast a check's deadline while the database is
+// healthy. The check fails (nothing was taken) but the breaker does not
+// count it: a database that is down refuses or fails the connections, and
+// one that hangs times out the statements on those already open.
+type growing struct{ unsentError }
+
+func (e growing) Unwrap() error { return e.unsentError }
 
 // keyLevel reports whether err is about one bucket's row rather than the
 // database: a lock held past lock_timeout, a deadlock or serialization

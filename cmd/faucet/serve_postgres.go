@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/pgstore"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // postgresFlags are serve's flags for a bucket store in PostgreSQL.
@@ -34,6 +37,10 @@ const (
 	// and pgx's default (4 on a small machine) would queue a busy
 	// server's checks behind each other.
 	defaultPostgresConns = 32
+	// defaultPostgresIdleConns is the connections kept open and ready
+	// unless the DSN sets pool_min_conns: a burst of new keys then finds
+	// them rather than waits for new ones to connect.
+	defaultPostgresIdleConns = 8
 )
 
 func (f *postgresFlags) register(fs *flag.FlagSet) {
@@ -92,6 +99,15 @@ func newPostgresStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func
 	if !strings.Contains(f.dsn, "pool_max_conns") {
 		pcfg.MaxConns = defaultPostgresConns
 	}
+	if !strings.Contains(f.dsn, "pool_min_conns") {
+		pcfg.MinConns = min(pcfg.MaxConns, defaultPostgresIdleConns)
+	}
+	// A new connection is readied before a check gets it; before Install
+	// the functions may not exist, and the connection is fine all the same.
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		pgstore.WarmConn(ctx, c, f.table)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), postgresConnectTimeout)
 	defer cancel()
 	pool, err := openPGConfig(ctx, "postgres", pcfg, postgresConnectTimeout)
@@ -109,6 +125,7 @@ func newPostgresStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func
 		pool.Close()
 		return nil, nil, fmt.Errorf("--postgres: %w", err)
 	}
+	warmPool(ctx, pool, f.table, int(pcfg.MinConns))
 	sweep := f.sweep
 	if sweep == 0 {
 		sweep = -1
@@ -131,4 +148,26 @@ func newPostgresStore(cfg *serveConfig, logger *slog.Logger) (engine.Store, func
 	}
 	logger.Info("buckets in PostgreSQL", "host", pcfg.ConnConfig.Host, "database", pcfg.ConnConfig.Database, "table", f.table, "prefix", f.prefix, "lease", cfg.redis.lease)
 	return s, func() error { err := s.Close(); pool.Close(); return err }, nil
+}
+
+// warmPool opens n connections at once and readies each (pgstore.WarmConn),
+// those open already included, so that the first checks find them ready.
+// A connection that fails is left to the pool to open again later.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, table string, n int) {
+	conns := make([]*pgxpool.Conn, n)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			if c, err := pool.Acquire(ctx); err == nil {
+				pgstore.WarmConn(ctx, c, table)
+				conns[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			c.Release()
+		}
+	}
 }
