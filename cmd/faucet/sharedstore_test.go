@@ -53,7 +53,7 @@ func postgresShared(tb testing.TB) *sharedStore {
 		name: "postgres",
 		// Every instance may install: the schema's statements take a
 		// lock, and serve starts the instances one after another.
-		args:      []string{"--postgres", dsn, "--postgres-install"},
+		args: []string{"--postgres", dsn, "--postgres-install"},
 		// Another transaction holds the rows locked, the hot key's among
 		// them: every write of it waits, as behind a slow writer.
 		slow: func(d time.Duration) {
@@ -77,8 +77,8 @@ func postgresShared(tb testing.TB) *sharedStore {
 func redisShared(tb testing.TB) *sharedStore {
 	r := startRedisProc(tb)
 	return &sharedStore{
-		name:      "redis",
-		args:      []string{"--redis", r.addr},
+		name: "redis",
+		args: []string{"--redis", r.addr},
 		// CLIENT PAUSE holds every client's commands, scripts included,
 		// until it ends.
 		slow: func(d time.Duration) {
