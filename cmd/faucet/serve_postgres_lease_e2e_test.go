@@ -74,7 +74,7 @@ func TestServePostgresSchemaBeforeLeases(t *testing.T) {
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm":"token_bucket",
 	  "algorithm_config":{"rps":0.01,"burst":10},"fail_mode":"closed"}]}`)
-	code, _, errs := runArgs("serve", "--rules", rules, "--postgres", dsn, "--lease", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
+	code, _, errs := runArgs("serve", "--rules", rules, "--postgres", dsn, "--lease", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
 	if code == 0 || !strings.Contains(errs, "predates leases") || !strings.Contains(errs, "--postgres-install") {
 		t.Errorf("--lease on a schema before leases: exit %d, %q; want a failed start naming the way out", code, errs)
 	}

@@ -142,6 +142,14 @@ func runHotLoad(tb testing.TB, l hotLoad) hotResult {
 	for i := range procs {
 		procs[i] = startServe(tb, append([]string{"--rules", rules}, l.serveArgs...)...)
 	}
+	// A run's instances end with it: a benchmark's runs share the store,
+	// whose connections and heartbeats they would otherwise keep.
+	defer func() {
+		for _, p := range procs {
+			p.cmd.Process.Kill()
+			<-p.ended
+		}
+	}()
 	// Every instance counts the others before the load, so that a
 	// failure decides at 1/instances from the start.
 	waitInstances(tb, strconv.Itoa(l.instances), procs...)
