@@ -35,6 +35,10 @@ type Limiter struct {
 	conn    any
 	stats   counters
 	breaker *failpolicy.Breaker
+	// lastOK is when a statement last succeeded (Unix ns), written at
+	// most once a millisecond: a miss while the pool grows counts for the
+	// breaker only if none succeeded within Timeout.
+	lastOK atomic.Int64
 	co      coalescer
 }
 
@@ -189,11 +193,18 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 		l.stats.calls.Add(1)
 		err = l.run(ctx, sql, args, dst)
 	}
+	now := time.Now().UnixNano()
+	if err == nil && now-l.lastOK.Load() > int64(time.Millisecond) {
+		l.lastOK.Store(now)
+	}
 	var g growing
-	if !keyLevel(err) && !errors.As(err, &g) {
+	// A pool still opening connections for a burst while the database
+	// answers the statements on those open says nothing about it; one
+	// that answers none is stalled, and the miss counts.
+	busy := errors.As(err, &g) && now-l.lastOK.Load() <= int64(l.s.Timeout)
+	if !keyLevel(err) && !busy {
 		// A row held by a stuck transaction says nothing about the
 		// database either: one hot key must not lift every key's limit.
-		// Nor does a pool still opening connections for a burst.
 		l.breaker.Observe(caller, err)
 	}
 	return err
@@ -236,9 +247,9 @@ type statter interface {
 // growing marks a deadline that passed while waiting for a connection the
 // pool was still opening: under a burst of new keys on a loaded machine,
 // opening one can outlast a check's deadline while the database is
-// healthy. The check fails (nothing was taken) but the breaker does not
-// count it: a database that is down refuses or fails the connections, and
-// one that hangs times out the statements on those already open.
+// healthy. The check fails (nothing was taken); the breaker counts it only
+// if no statement succeeded within the Timeout before it, as none does
+// when the database stalls or refuses connections.
 type growing struct{ unsentError }
 
 func (e growing) Unwrap() error { return e.unsentError }
