@@ -49,6 +49,22 @@ func (p *Peers) Share() float64 { return 1 / float64(p.N()) }
 // the window (this one included).
 type Beat func(ctx context.Context) (int, error)
 
+// DefaultHeartbeat is how often an instance records itself in a shared
+// store unless its options say otherwise.
+const DefaultHeartbeat = time.Second
+
+// HeartbeatEvery is the interval of a store's Heartbeat option: 0 picks
+// DefaultHeartbeat, negative none (0).
+func HeartbeatEvery(d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultHeartbeat
+	}
+	return d
+}
+
 // Heartbeat runs beat at once and then every `every` until stop is closed,
 // each call bounded by timeout, recording each count in p. A failed beat
 // keeps the last count: while the store is away, the instances that were

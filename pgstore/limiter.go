@@ -39,7 +39,7 @@ type Limiter struct {
 	// most once a millisecond: a miss while the pool grows counts for the
 	// breaker only if none succeeded within Timeout.
 	lastOK atomic.Int64
-	co      coalescer
+	co     coalescer
 }
 
 var _ engine.Limiter = (*Limiter)(nil)

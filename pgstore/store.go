@@ -107,7 +107,7 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 		s.done.Add(1)
 		go s.sweep(db, sweep, every, logger)
 	}
-	if beat := opts.heartbeat(); beat > 0 {
+	if beat := failpolicy.HeartbeatEvery(opts.Heartbeat); beat > 0 {
 		s.done.Add(1)
 		go func() {
 			defer s.done.Done()
@@ -159,17 +159,6 @@ func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.L
 // Peers returns the instances sharing the store as the heartbeats last
 // counted them: the N of FallbackShare 0.
 func (s *Store) Peers() *failpolicy.Peers { return &s.peers }
-
-// heartbeat is the interval of the heartbeats, 0 for none.
-func (o *StoreOptions) heartbeat() time.Duration {
-	switch {
-	case o.Heartbeat < 0:
-		return 0
-	case o.Heartbeat == 0:
-		return time.Second
-	}
-	return o.Heartbeat
-}
 
 // Close stops the sweeper and closes every bound Limiter.
 func (s *Store) Close() error {

@@ -145,7 +145,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		}
 		return ls, nil
 	})
-	if beat := opts.heartbeat(); beat > 0 {
+	if beat := failpolicy.HeartbeatEvery(opts.Heartbeat); beat > 0 {
 		st.done.Add(1)
 		go func() {
 			defer st.done.Done()
@@ -153,17 +153,6 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		}()
 	}
 	return st, nil
-}
-
-// heartbeat is the interval of the heartbeats, 0 for none.
-func (o *StoreOptions) heartbeat() time.Duration {
-	switch {
-	case o.Heartbeat < 0:
-		return 0
-	case o.Heartbeat == 0:
-		return time.Second
-	}
-	return o.Heartbeat
 }
 
 // config is the Config of s's Limiter, whose fallback follows peers unless
