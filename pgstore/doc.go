@@ -104,8 +104,9 @@
 // together admits at most Burst + Limit × span in any span. A Limiter
 // implements lease.Store with two functions Install creates, Table_lease
 // and Table_release, on two tables of their own (Table_lease_buckets,
-// Table_leases): leased buckets are apart from the per-check ones. Check
-// names a schema installed before leases; Install again adds them.
+// Table_leases): leased buckets are apart from the per-check ones.
+// CheckLeases names a schema installed before leases (Check, which
+// per-check Limiters need, accepts it); Install again adds them.
 //
 // # Failure
 //
