@@ -60,7 +60,7 @@ func TestPoolGrowthDoesNotOpenTheBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := net.SplitHostPort(slowConnect(t, net.JoinHostPort(db.Config().ConnConfig.Host, strconv.Itoa(int(db.Config().ConnConfig.Port))), 400*time.Millisecond))
+	host, port, _ := net.SplitHostPort(slowConnect(t, net.JoinHostPort(db.Config().ConnConfig.Host, strconv.Itoa(int(db.Config().ConnConfig.Port))), 600*time.Millisecond))
 	cfg.ConnConfig.Host = host
 	p, _ := strconv.Atoi(port)
 	cfg.ConnConfig.Port = uint16(p)
@@ -76,12 +76,14 @@ func TestPoolGrowthDoesNotOpenTheBreaker(t *testing.T) {
 	if err := pool.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l := mustNew(t, pool, Config{Limit: 1, Burst: 1e6, Timeout: 100 * time.Millisecond, OnFailure: FailClosed, BreakAfter: 2, BreakFor: time.Hour})
+	// Connections take 600 ms to open, checks 250 ms to miss: each of
+	// the three callers without one misses twice or more.
+	l := mustNew(t, pool, Config{Limit: 1, Burst: 1e6, Timeout: 250 * time.Millisecond, OnFailure: FailClosed, BreakAfter: 3, BreakFor: time.Hour})
 	// Four callers on keys of their own, as long as the pool takes to
 	// open the three connections they need beyond the first.
-	var missed, took atomic.Int64
+	var missed, slow, took atomic.Int64
 	var wg sync.WaitGroup
-	stop := time.Now().Add(1500 * time.Millisecond)
+	stop := time.Now().Add(2 * time.Second)
 	for i := range 4 {
 		wg.Go(func() {
 			key := "k" + strconv.Itoa(i)
@@ -93,6 +95,12 @@ func TestPoolGrowthDoesNotOpenTheBreaker(t *testing.T) {
 				case errors.Is(err, ErrBreakerOpen):
 					t.Errorf("%s: %v, want a miss, not the breaker", key, err)
 					return
+				case errors.Is(err, engine.ErrOutcomeUnknown):
+					// A first statement on a new connection that
+					// outlasted the deadline on a loaded machine: a
+					// failure the breaker counts, which the others'
+					// successes reset.
+					slow.Add(1)
 				case !errors.Is(err, engine.ErrUnavailable):
 					t.Errorf("%s: %v, want a miss that took nothing", key, err)
 					return
@@ -103,8 +111,8 @@ func TestPoolGrowthDoesNotOpenTheBreaker(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if missed.Load() < 2 || took.Load() == 0 {
-		t.Errorf("%d takes missed their deadline while connecting and %d succeeded; want at least 2 misses (the breaker's threshold) and successes", missed.Load(), took.Load())
+	if missed.Load() < 3 || took.Load() == 0 {
+		t.Errorf("%d takes missed their deadline while connecting (and %d after sending), %d succeeded; want at least 3 misses (the breaker's threshold) and successes", missed.Load(), slow.Load(), took.Load())
 	}
 	if s := l.Stats(); s.Skipped != 0 {
 		t.Errorf("the breaker answered %d takes", s.Skipped)
