@@ -98,13 +98,7 @@ func Heartbeat(stop <-chan struct{}, every, timeout time.Duration, beat Beat, p 
 // with limit and burst whose share follows Peers (Take.Peers): the whole
 // limit, until Retune sets the share, at most maxKeys buckets (as Check).
 func SharedFallback(limit engine.Limit, burst float64, maxKeys int) engine.Config {
-	switch {
-	case maxKeys == 0:
-		maxKeys = DefaultFallbackMaxKeys
-	case maxKeys < 0:
-		maxKeys = 0
-	}
-	return engine.Config{Limit: limit, Burst: burst, MaxKeys: maxKeys}
+	return engine.Config{Limit: limit, Burst: burst, MaxKeys: engineMaxKeys(maxKeys)}
 }
 
 // shareOf is the fallback limit at share of limit and burst: the burst

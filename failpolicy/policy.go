@@ -77,15 +77,22 @@ func Check(p Policy, limit engine.Limit, burst, share float64, maxKeys int, peer
 	if b < 1 {
 		return engine.Config{}, fmt.Errorf("FallbackShare %v leaves the fallback Burst %v below 1 token", share, burst*share)
 	}
-	switch {
-	case maxKeys == 0:
-		maxKeys = DefaultFallbackMaxKeys
-	case maxKeys < 0:
-		maxKeys = 0 // the engine's unbounded
-	}
-	cfg := engine.Config{Limit: limit * engine.Limit(share), Burst: b, MaxKeys: maxKeys}
+	cfg := engine.Config{Limit: limit * engine.Limit(share), Burst: b, MaxKeys: engineMaxKeys(maxKeys)}
 	if err := engine.CheckLimit(cfg.Limit, cfg.Burst); err != nil {
 		return engine.Config{}, fmt.Errorf("FallbackShare %v gives a fallback engine that is not valid: %w", share, err)
 	}
 	return cfg, nil
+}
+
+// engineMaxKeys is the fallback engine's MaxKeys for a store's
+// FallbackMaxKeys: 0 picks DefaultFallbackMaxKeys, negative is the
+// engine's unbounded (0).
+func engineMaxKeys(maxKeys int) int {
+	switch {
+	case maxKeys == 0:
+		return DefaultFallbackMaxKeys
+	case maxKeys < 0:
+		return 0
+	}
+	return maxKeys
 }
