@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 var (

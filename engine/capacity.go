@@ -4,8 +4,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // evictBudget bounds the buckets one new key may inspect looking for a full

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // ErrInvalidConfig is wrapped by every error New returns.

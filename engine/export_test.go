@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // Held is a take of TakeAll in flight, for tests that interleave other calls

@@ -4,8 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // generation is one Limit and Burst the engine has had, and the layout its

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // collidingKeys are pairs of distinct keys with the same 64-bit hash, found

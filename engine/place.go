@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // place is the bucket a call's tokens are taken from: the key's own, or the

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // Reservation is a take of tokens that may lie in the future: the tokens

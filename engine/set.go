@@ -3,8 +3,8 @@ package engine
 import (
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // SetLimit changes the refill rate now; see SetAt.

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/faucetgo/faucet/fixedpoint"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // spillBucket holds the overflow bucket of FullShare: the one bucket that

@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // SweepAt evicts every bucket that is full at time t, one shard at a time,

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // ErrExceedsBurst is wrapped by the error of a WaitN for more tokens than the

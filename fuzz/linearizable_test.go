@@ -15,7 +15,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/shard"
+	"github.com/faucetgo/faucet/internal/shard"
 )
 
 // The histories below run at 1000 tokens/s on a clock counted in whole

@@ -3,7 +3,7 @@ package fuzz
 import (
 	"testing"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // FuzzPack: the packed word's round trip, ordering and edges, for any layout

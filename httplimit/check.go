@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // maxTakes is how many rules one request can meet without allocating for

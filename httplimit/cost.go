@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // costSource is a compiled cost_source.

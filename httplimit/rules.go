@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // Rule is one rate limit in the rules vocabulary (see the package

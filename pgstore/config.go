@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // ErrInvalidConfig is wrapped by every error for a bad Config, StoreOptions
@@ -25,7 +25,7 @@ func invalid(format string, args ...any) error {
 // FailurePolicy is what a Limiter answers when the store cannot decide: the
 // database is down, slow past the deadline, or refuses the statement
 // (Config.OnFailure). The call returns that answer with its error. The
-// policies are every remote store's (package failpolicy).
+// policies are every remote store's.
 type FailurePolicy = failpolicy.Policy
 
 const (
@@ -39,6 +39,11 @@ const (
 	// shared limit between them while the database is away.
 	Fallback = failpolicy.Fallback
 )
+
+// Peers counts the instances that share the store, from the store's
+// heartbeats; each instance's fallback keeps 1/N of a shared limit.
+// Store.Peers returns the count a Store keeps.
+type Peers = failpolicy.Peers
 
 // Config describes a Limiter. Limit and Burst are required and mean what they
 // mean in engine.Config, with the same ranges; the zero value of every other
@@ -75,7 +80,7 @@ type Config struct {
 	// the fallback's share 1/FallbackPeers.N() at each failure: the
 	// instances the store's heartbeats last counted (a Store's own). It
 	// must be nil with a FallbackShare or another policy.
-	FallbackPeers *failpolicy.Peers
+	FallbackPeers *Peers
 	// BreakAfter is the number of consecutive store failures after which
 	// the Limiter stops calling the database for BreakFor and answers every
 	// call by OnFailure at once. 0 picks 5; negative never breaks.

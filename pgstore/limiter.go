@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"

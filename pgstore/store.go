@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/faucetgo/faucet/lease"
 )
 
@@ -158,7 +158,7 @@ func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.L
 
 // Peers returns the instances sharing the store as the heartbeats last
 // counted them: the N of FallbackShare 0.
-func (s *Store) Peers() *failpolicy.Peers { return &s.peers }
+func (s *Store) Peers() *Peers { return &s.peers }
 
 // Close stops the sweeper and closes every bound Limiter.
 func (s *Store) Close() error {

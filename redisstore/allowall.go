@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 )
 
 // TakeAll takes every take's tokens, or none, and fills out as

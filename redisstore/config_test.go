@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 )
 
 // Check validates a Config with its fallback settings as New does, and

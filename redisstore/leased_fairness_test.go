@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // Fairness under leases: three instances keep one key far above its limit;

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )

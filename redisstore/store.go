@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -62,7 +62,7 @@ type Store struct {
 
 // Peers returns the instances sharing the store as the heartbeats last
 // counted them: the N of FallbackShare 0.
-func (s *Store) Peers() *failpolicy.Peers { return &s.peers }
+func (s *Store) Peers() *Peers { return &s.peers }
 
 // Close stops the heartbeat and closes every bound Limiter. It does not
 // close the client.

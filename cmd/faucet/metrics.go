@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/cmd/internal/conncap"
-	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

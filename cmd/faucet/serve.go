@@ -23,8 +23,8 @@ import (
 
 	"github.com/faucetgo/faucet/cmd/internal/conncap"
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/failpolicy"
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/internal/failpolicy"
 )
 
 // serveConfig is what `faucet serve` runs with.

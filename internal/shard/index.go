@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // line is one 64-byte cache line of an index: two slots.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // Policy is what a store's Limiter answers when the store cannot decide: it

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 func fullWord(l *fixedpoint.Layout, tick int64) (fixedpoint.Epoch, fixedpoint.Word) {

@@ -3,7 +3,7 @@ package shard
 import (
 	"sync/atomic"
 
-	"github.com/faucetgo/faucet/fixedpoint"
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // Bucket is one key's token bucket: a 32-byte slot of its shard's index,
