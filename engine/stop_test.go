@@ -29,6 +29,9 @@ func TestStoppedProcess(t *testing.T) {
 	if os.Getenv(stopChild) == "1" {
 		return // the child's work is in TestStoppedProcessChild
 	}
+	if testing.Short() {
+		t.Skip("stops a process for 65 s; runs without -short")
+	}
 	t.Parallel()
 	const stop = 65 * time.Second
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStoppedProcessChild$", "-test.count=1")
