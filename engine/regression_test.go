@@ -229,7 +229,7 @@ func TestClockJumpsKeepIdleBucketsExact(t *testing.T) {
 					}
 					e.AllowAt(at(jump), "busy", 1)
 					exact := min(c.burst, c.rate*jump.Seconds())
-					// The documented rounding bound (README, Semantics).
+					// The documented rounding bound (docs/guarantees.md, The model).
 					tickRefill := c.rate * e.Precision().Tick.Seconds()
 					slack := 0.002 + max(0.001, tickRefill) + 3*tickRefill
 					if got := e.TokensAt(at(jump), "idle"); got > exact || exact-got >= slack {

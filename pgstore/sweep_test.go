@@ -78,7 +78,7 @@ func tableStats(t *testing.T, db *pgxpool.Pool, table string) (rows, bytes int64
 // batches, and keeps live buckets; with VACUUM between floods (autovacuum's
 // job in production) the table stops growing: floods of new keys reuse the
 // space. FAUCET_PG_FLOOD sets the number of keys a flood (100,000 by
-// default; the README's figures are for 1,000,000).
+// default; docs/postgres.md shows the run with 1,000,000).
 func TestSweepBoundsTheTable(t *testing.T) {
 	n := 100_000
 	if s := os.Getenv("FAUCET_PG_FLOOD"); s != "" {

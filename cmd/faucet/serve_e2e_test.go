@@ -439,7 +439,7 @@ func TestServeBadRulesExit2(t *testing.T) {
 	}
 }
 
-// The example rules file of the README is valid, and means what it says.
+// The example rules file of docs/rules.md is valid, and means what it says.
 func TestExampleRules(t *testing.T) {
 	t.Setenv(jwtSecretEnv, "an HS256 secret of at least 32 bytes, for tests") // its claims need verifying
 	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")

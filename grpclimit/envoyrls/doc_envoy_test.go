@@ -18,13 +18,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The envoy.yaml fragment of the README is valid Envoy configuration: each
-// part decodes into Envoy's own messages, field names and @types checked,
-// and passes their validation rules; the filter points at the domain of the
-// README's configuration.
-func TestReadmeEnvoyFragment(t *testing.T) {
+// The envoy.yaml fragment of docs/envoy.md is valid Envoy configuration:
+// each part decodes into Envoy's own messages, field names and @types
+// checked, and passes their validation rules; the filter points at the
+// domain of the page's configuration.
+func TestDocEnvoyFragment(t *testing.T) {
 	var doc map[string][]any
-	if err := yaml.Unmarshal([]byte(readmeBlock(t, "http_filters:")), &doc); err != nil {
+	if err := yaml.Unmarshal([]byte(docBlock(t, "http_filters:")), &doc); err != nil {
 		t.Fatal(err)
 	}
 	decode := func(part string, v any, m proto.Message) {
@@ -72,17 +72,17 @@ func TestReadmeEnvoyFragment(t *testing.T) {
 	}
 }
 
-// readmeBlock returns the README's YAML block that starts with first.
-func readmeBlock(t *testing.T, first string) string {
+// docBlock returns the YAML block of docs/envoy.md that starts with first.
+func docBlock(t *testing.T, first string) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/envoy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "```yaml\n"+first)
+	_, rest, ok := strings.Cut(string(page), "```yaml\n"+first)
 	block, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatalf("README.md has no YAML block starting with %q", first)
+		t.Fatalf("docs/envoy.md has no YAML block starting with %q", first)
 	}
 	return first + block
 }
@@ -105,10 +105,10 @@ func jsonable(v any) any {
 	return v
 }
 
-// The README's example configuration loads, and denies the address it
-// says never passes.
-func TestReadmeRLSConfig(t *testing.T) {
-	r := startRLS(t, Options{}, readmeBlock(t, "# DIR/edge.yaml\n"))
+// The example configuration of docs/envoy.md loads, and denies the address
+// it says never passes.
+func TestDocRLSConfig(t *testing.T) {
+	r := startRLS(t, Options{}, docBlock(t, "# DIR/edge.yaml\n"))
 	if resp := r.ask(t, "edge", desc("remote_address", "203.0.113.9")); resp.OverallCode != over {
 		t.Errorf("203.0.113.9: %v", resp)
 	}

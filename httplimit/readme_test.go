@@ -1,0 +1,35 @@
+package httplimit_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/faucetgo/faucet/httplimit"
+)
+
+// The rules file on the README's front page is valid, and holds the two
+// rules its text describes: one keyed by API key, one by client address.
+func TestReadmeRules(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```json\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no JSON block")
+	}
+	rules, err := httplimit.ParseRules([]byte(block))
+	if err != nil {
+		t.Fatalf("the README's rules: %v", err)
+	}
+	if len(rules) != 2 || rules[0].LimitKeys[0] != "header:x-api-key" || rules[1].LimitKeys[0] != "ip:address" {
+		t.Fatalf("the README's rules: %+v", rules)
+	}
+	m, err := httplimit.New(rules, httplimit.Options{})
+	if err != nil {
+		t.Fatalf("httplimit.New with the README's rules: %v", err)
+	}
+	m.Close()
+}
