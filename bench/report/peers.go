@@ -20,11 +20,15 @@ var peerModules = []struct{ impl, module string }{
 	{"envoy_ratelimit", "github.com/envoyproxy/ratelimit"},
 }
 
+// goMod is bench's go.mod, from the directory report runs in.
+var goMod = "go.mod"
+
 // peersSection lists the peers' modules at the versions bench/go.mod
 // requires.
 func peersSection() string {
 	var b strings.Builder
-	section(&b, 2, peersHeading, "go.mod")
+	section(&b, 2, peersHeading)
+	b.WriteString("The versions [`bench/go.mod`](bench/go.mod) requires.\n\n")
 	b.WriteString("| impl | module | version |\n|---|---|---|\n")
 	for _, p := range peerModules {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", p.impl, p.module, moduleVersion(p.module))
@@ -32,10 +36,10 @@ func peersSection() string {
 	return b.String()
 }
 
-// moduleVersion is the version of module that go.mod (bench's, the
-// directory report runs in) requires, or "?" if it requires none.
+// moduleVersion is the version of module that bench's go.mod requires, or
+// "?" if it requires none.
 func moduleVersion(module string) string {
-	for line := range strings.Lines(readFile("go.mod")) {
+	for line := range strings.Lines(readFile(goMod)) {
 		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require"))
 		if len(f) >= 2 && f[0] == module {
 			return f[1]

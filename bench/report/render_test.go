@@ -31,38 +31,52 @@ func linkedAnchors(doc, target string) []string {
 	return out
 }
 
-// The document made from the committed results opens with the summary,
-// keeps no verdicts, and every link between it and docs/performance.md
-// lands on a heading.
-func TestRenderCommittedResults(t *testing.T) {
-	metas, _ := filepath.Glob("../results/*-meta.txt")
-	if len(metas) == 0 {
-		t.Skip("no committed results")
+// renderCommitted renders the run that BENCHMARKS.md names from bench/, as
+// report runs, and checks that the scaling chart it draws is the one
+// committed beside the results. It returns the document, the summary and
+// the run's prefix.
+func renderCommitted(t *testing.T) (string, []summaryRow, string) {
+	committed, err := os.ReadFile("../../BENCHMARKS.md")
+	if err != nil {
+		t.Skip("no BENCHMARKS.md")
 	}
-	// A copy, as render draws the scaling chart beside the results.
-	dir := t.TempDir()
-	files, _ := filepath.Glob("../results/*")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	m := regexp.MustCompile("bench/(results/[^`]*)-allow\\.txt").FindSubmatch(committed)
+	if m == nil {
+		t.Fatal("BENCHMARKS.md names no -allow.txt results file")
 	}
-	slices.Sort(metas)
-	prefix := filepath.Join(dir, strings.TrimSuffix(filepath.Base(metas[len(metas)-1]), "-meta.txt"))
+	prefix := string(m[1])
+	t.Chdir("..")
+	tmp := t.TempDir()
+	old := drawChart
+	defer func() { drawChart = old }()
+	drawChart = func(r *results, path string) error {
+		drawn := filepath.Join(tmp, filepath.Base(path))
+		if err := drawScaling(r, drawn); err != nil {
+			return err
+		}
+		got, _ := os.ReadFile(drawn)
+		if want, err := os.ReadFile(path); err != nil || string(got) != string(want) {
+			t.Errorf("%s is not the chart the report draws (%v)", path, err)
+		}
+		return nil
+	}
 	sum, err := summarize(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := render(prefix, sum)
+	doc, err := render(prefix, sum)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
-	perf, err := os.ReadFile("../../docs/performance.md")
+	return string(doc), sum, prefix
+}
+
+// The document made from the committed results opens with the summary,
+// keeps no verdicts, and every link between it and docs/performance.md
+// lands on a heading.
+func TestRenderCommittedResults(t *testing.T) {
+	doc, _, _ := renderCommitted(t)
+	perf, err := os.ReadFile("../docs/performance.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +107,27 @@ func TestRenderCommittedResults(t *testing.T) {
 				t.Errorf("%s: #%s is no heading", c.name, a)
 			}
 		}
+	}
+}
+
+// BENCHMARKS.md, and the summary in README.md if it has the markers, are
+// what the report makes of the committed results: nobody edited them by
+// hand, and nobody changed the report without regenerating them.
+func TestCommittedDocumentIsGenerated(t *testing.T) {
+	doc, sum, prefix := renderCommitted(t)
+	regenerate := "cd bench && go run ./report -prefix " + prefix + " -out ../BENCHMARKS.md -readme ../README.md"
+	if committed, _ := os.ReadFile("../BENCHMARKS.md"); string(committed) != doc {
+		t.Errorf("BENCHMARKS.md is not what the report makes of %s; run\n\t%s", prefix, regenerate)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil || !strings.Contains(string(readme), beginMarker) {
+		return
+	}
+	regenerated, err := replaceBetween(readme, summaryTable(sum, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(regenerated) != string(readme) {
+		t.Errorf("README.md's summary is not what the report makes of %s; run\n\t%s", prefix, regenerate)
 	}
 }
