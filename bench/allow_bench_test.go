@@ -13,7 +13,7 @@ import (
 // limiter, so the burst alone covers every call. Its rate stays low enough
 // (1e6/s, a 1000 s window) that go-limiter's fixed windows never roll over
 // within a run: that library resets a window's count to a wrong value when
-// rate*burst > 1e9 (see BENCHMARKS.md). A blocking pacer cannot bank a burst,
+// rate*burst > 1e9 (see docs/performance.md). A blocking pacer cannot bank a burst,
 // so blocking implementations get 1e9/s instead, which paces at 1 ns.
 var (
 	allowLimit    = limit{rate: 1e6, burst: 1e9}

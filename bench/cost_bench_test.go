@@ -18,7 +18,7 @@ var (
 )
 
 // BenchmarkCost times, in isolation, each part of a faucet call on one hot
-// key, so that BENCHMARKS.md can say where the time goes: the monotonic clock
+// key, so that the report can add up each scenario's floor: the monotonic clock
 // read, the key's hash, the index lookup, the fixed-point step, the
 // CompareAndSwap that publishes it, and the striped counter's atomic add.
 // Three more parts bound what any limiter can do here: part=now is

@@ -2,8 +2,9 @@
 // scenarios, run through one small adapter per library, in one process, so
 // that the ratios between them mean something on a noisy machine.
 //
-// Everything runs under go test; see BENCHMARKS.md at the repository root for
-// the scenarios, the commands and the results. BenchmarkRedis also needs
+// Everything runs under go test; docs/performance.md at the repository root
+// says what each benchmark measures, and BENCHMARKS.md holds the results
+// and the commands that produced them. BenchmarkRedis also needs
 // redis-server: it starts one on a free loopback port, or uses the server
 // at FAUCET_REDIS_ADDR (redis.sh does that, to measure redis-benchmark's
 // ceiling on the same server), and skips without one unless

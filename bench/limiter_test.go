@@ -33,7 +33,7 @@ type impl struct {
 	// instead of refusing; they run only where the limit never binds.
 	blocking bool
 	// tokenBucket is false for libraries that are not token buckets
-	// (fixed windows, GCRA); BENCHMARKS.md says which.
+	// (fixed windows, GCRA); docs/performance.md says which.
 	tokenBucket bool
 	// new returns a limiter for lim; the harness calls close on it when done
 	// (nil if nothing needs closing).

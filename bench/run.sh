@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Runs every benchmark that BENCHMARKS.md reports, 10 times each, stores the
-# raw output under results/ and regenerates ../BENCHMARKS.md from it.
+# Runs the in-process benchmarks that BENCHMARKS.md reports, 10 times each,
+# stores the raw output under results/ and regenerates ../BENCHMARKS.md and
+# the summary table in ../README.md from it and from the newest results of
+# the other scripts (http.sh, redis.sh, postgres.sh, audit.sh,
+# sharedload.sh).
 # Takes about an hour and a half on 2 cores; run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,7 +41,7 @@ run tail go test -run '^$' -bench '^BenchmarkTail$' -count 10 -timeout 0 -scalin
 run sweep go test -run '^$' -bench '^BenchmarkSweep' -count 10 -timeout 0 .
 run cost go test -run '^$' -bench '^BenchmarkCost$' -count 10 -timeout 0 .
 
-# CPU profiles of faucet's own rows, for the document's explanations. Only
+# CPU profiles of faucet's own rows, kept beside the results. Only
 # samples under Engine.Allow count, so a scenario's setup (creating 1e6 keys)
 # does not crowd out the calls it times.
 for scen in hot many par-distinct par-hot; do
@@ -52,5 +55,5 @@ for scen in hot many par-distinct par-hot; do
 done
 rm -f bench.test
 
-go run ./report -prefix "$prefix" -out ../BENCHMARKS.md
-echo "wrote ../BENCHMARKS.md from $prefix-*"
+go run ./report -prefix "$prefix" -out ../BENCHMARKS.md -readme ../README.md
+echo "wrote ../BENCHMARKS.md and README.md's summary from $prefix-*"

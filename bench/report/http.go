@@ -3,25 +3,13 @@ package main
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 )
 
-// httpTarget is the limit on what faucet serve may add to the p99 latency of
-// a request over a plain reverse proxy at the same open-loop rate.
-const httpTarget = 1.05
-
-// Closed-loop targets: faucet serve's requests per second at least
-// httpMinRate of the plain proxy's, and its CPU per request at most
-// httpMaxCPU above the proxy's.
-const (
-	httpMinRate = 0.97
-	httpMaxCPU  = 3e-6 // seconds
-)
-
 // httpSection renders the load test of faucet serve from the newest
-// results/*-http.txt (bench/http.sh), or "" if there is none. It has its own
-// results file because it runs processes, not go test.
+// results/*-http.txt (bench/http.sh), and httplimit's BenchmarkCheck from
+// the -check.txt beside it, or "" if there is none. It has its own results
+// file because it runs processes, not go test.
 func httpSection(dir string) (string, error) {
 	file, r, err := newest(dir, "-http.txt")
 	if file == "" || err != nil {
@@ -29,23 +17,8 @@ func httpSection(dir string) (string, error) {
 	}
 	loads := r.distinct("load", "bench", "HTTP")
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## HTTP: faucet serve on loopback\n\n")
-	fmt.Fprintf(&b, "`bench/http.sh` runs an upstream, a plain reverse proxy (the same transport and\n")
-	fmt.Fprintf(&b, "forwarding as faucet serve, no limiter) and faucet serve, each its own process,\n")
-	fmt.Fprintf(&b, "and loads them from a load generator of its own, in turn, a quarter of a second\n")
-	fmt.Fprintf(&b, "each, so that what else the machine runs falls on all of them alike: open-loop\n")
-	fmt.Fprintf(&b, "at a fixed rate (latency counted from each request's scheduled time) and\n")
-	fmt.Fprintf(&b, "closed-loop with concurrent connections (bare, the upstream, which serves the\n")
-	fmt.Fprintf(&b, "others' requests too, in runs of its own). faucet runs a per-IP rule that never binds;\n")
-	fmt.Fprintf(&b, "faucet-deny the built-in rule (5 rps per IP), so nearly every request is a 429\n")
-	fmt.Fprintf(&b, "that never reaches the upstream. Medians of the rounds in `bench/%s`;\n", filepath.ToSlash(file))
-	fmt.Fprintf(&b, "all these processes and the load generator share the machine's cores. proxy2 is a\n")
-	fmt.Fprintf(&b, "second plain proxy, identical to proxy: how far apart the two are is the noise.\n")
-	fmt.Fprintf(&b, "proxy-linked is the plain proxy built with the libraries faucet serve links (gRPC,\n")
-	fmt.Fprintf(&b, "Envoy's protocol, Postgres, Redis, JWT, Prometheus, and faucet's own packages,\n")
-	fmt.Fprintf(&b, "whose init functions build their descriptors and registries): it does what proxy\n")
-	fmt.Fprintf(&b, "does, so what it costs over proxy is the weight of serve's binary alone, and\n")
-	fmt.Fprintf(&b, "what faucet costs over it is what serve itself does per request.\n\n")
+	section(&b, 2, httpHeading, file)
+	b.WriteString("Medians of the rounds.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
 		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny"} {
@@ -57,7 +30,7 @@ func httpSection(dir string) (string, error) {
 				ms(get("p50-sec")), ms(get("p99-sec")), ms(get("p99.9-sec")), get("server-cpu-sec/op")*1e6, 100*get("non200/op"))
 		}
 	}
-	b.WriteString("\n| load | faucet p99 / proxy p99 | target | met | p (Mann-Whitney, p99) | faucet req/s / proxy req/s (median of the rounds) | faucet CPU − proxy CPU per request (median of the rounds) | target | met | noise: proxy2 req/s / proxy req/s, CPU − proxy CPU (same) | proxy-linked req/s / proxy req/s, CPU − proxy CPU (same) | faucet req/s / proxy-linked req/s, CPU − proxy-linked CPU (same) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| load | faucet p99 / proxy p99 | p (Mann-Whitney, p99) | faucet req/s / proxy req/s (median of the rounds) | faucet CPU − proxy CPU per request (median of the rounds) | noise: proxy2 req/s / proxy req/s, CPU − proxy CPU (same) | proxy-linked req/s / proxy req/s, CPU − proxy CPU (same) | faucet req/s / proxy-linked req/s, CPU − proxy-linked CPU (same) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
 		fp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "faucet", "load", l)
 		pp, _ := r.medianOf("p99-sec", "bench", "HTTP", "target", "proxy", "load", l)
@@ -75,7 +48,6 @@ func httpSection(dir string) (string, error) {
 			return fmt.Sprintf("%.3f, %+.1f µs", rate(t, base), cpu(t, base)*1e6)
 		}
 		pr, _ := r.medianOf("req/s", "bench", "HTTP", "target", "proxy", "load", l)
-		dc, fr := cpu("faucet", "proxy"), rate("faucet", "proxy")
 		noise, weight, own := "—", "—", "—"
 		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "proxy2", "load", l); ok && pr != 0 {
 			noise = against("proxy2", "proxy")
@@ -86,44 +58,25 @@ func httpSection(dir string) (string, error) {
 		if pp == 0 || pr == 0 {
 			continue
 		}
-		target, met := "—", "—"
-		p := pValue(r, "p99-sec", l)
-		if strings.HasPrefix(l, "rate") {
-			target = fmt.Sprintf("≤ %.2f", httpTarget)
-			switch {
-			case fp/pp <= httpTarget:
-				met = "yes"
-			case p < 0.05:
-				met = "**no**"
-			default:
-				met = "not significant: within the noise"
-			}
-		}
-		closedTarget, closedMet := "—", "—"
-		if strings.HasPrefix(l, "conns") {
-			closedTarget = fmt.Sprintf("req/s ≥ %.2f, CPU ≤ %+.0f µs", httpMinRate, httpMaxCPU*1e6)
-			closedMet = "yes"
-			if fr < httpMinRate || dc > httpMaxCPU {
-				closedMet = "**no**"
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.2f | %.3f | %+.1f µs | %s | %s | %s | %s | %s |\n", l, fp/pp, target, met,
-			p, fr, dc*1e6, closedTarget, closedMet, noise, weight, own)
+		fmt.Fprintf(&b, "| %s | %.3f | %.2f | %.3f | %+.1f µs | %s | %s | %s |\n", l, fp/pp,
+			pValue(r, "p99-sec", l), rate("faucet", "proxy"), cpu("faucet", "proxy")*1e6, noise, weight, own)
 	}
 	check, err := checkSection(dir)
 	if err != nil {
 		return "", err
 	}
 	b.WriteString(check)
-	b.WriteString("\nReproduce: `cd bench && ./http.sh` (about 10 minutes).\n")
 	return b.String(), nil
 }
+
+// checkHeading is the heading of httplimit's BenchmarkCheck.
+const checkHeading = "The limiter alone: httplimit's BenchmarkCheck"
 
 // checkSection renders the limiter's own cost per request, without a
 // network (httplimit's BenchmarkCheck, run by http.sh), from the newest
 // results/*-check.txt, or "" if there is none.
 func checkSection(dir string) (string, error) {
-	file, r, err := newest(dir, "-check.txt")
+	file, _, err := newest(dir, "-check.txt")
 	if file == "" || err != nil {
 		return "", err
 	}
@@ -131,24 +84,9 @@ func checkSection(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	verdict := "0 in every row: met"
-	for _, s := range r.find("bench", "Check") {
-		if a := median(s.values["allocs/op"]); a != 0 {
-			verdict = fmt.Sprintf("**%v in rules=%s: not met**", a, s.config["rules"])
-		}
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nThe limiter's own cost per admitted request, without a network, rate-limit\n")
-	fmt.Fprintf(&b, "fields included: `BenchmarkCheck` in package httplimit, through Handler, with\n")
-	fmt.Fprintf(&b, "one rule per IP and with three rules (an unverified JWT claim, a header, the\n")
-	fmt.Fprintf(&b, "method); raw output in `bench/%s`. Target: 0 allocations per\n", filepath.ToSlash(file))
-	fmt.Fprintf(&b, "request; %s. BenchmarkCheck repeats one request in a tight loop, where\n", verdict)
-	fmt.Fprintf(&b, "the limiter's code and data stay in L1: it counts instructions, not cache\n")
-	fmt.Fprintf(&b, "misses. `BenchmarkCheckCold` empties the caches before each request, as a\n")
-	fmt.Fprintf(&b, "server's other work between requests does: cache=l3 writes 8 MiB (more than a\n")
-	fmt.Fprintf(&b, "core's L1 and L2), cache=dram 128 MiB (more than most L3s); rules=none is the\n")
-	fmt.Fprintf(&b, "harness alone, to subtract. A request in a server pays for some of those misses,\n")
-	fmt.Fprintf(&b, "which the tight loop never shows.\n\n```\n%s\n```\n", strings.TrimSpace(table))
+	section(&b, 3, checkHeading, file)
+	codeBlock(&b, table)
 	return b.String(), nil
 }
 

@@ -1,15 +1,16 @@
 // Command report writes BENCHMARKS.md from the raw go test output that
-// bench/run.sh stored under bench/results, and draws its charts. It never
-// runs a benchmark itself, so the document always matches committed data.
+// bench/run.sh and the other bench/*.sh scripts stored under bench/results,
+// and draws its charts. It never runs a benchmark itself, so the document
+// always matches committed data. With -readme it also writes the summary
+// table into README.md, between the markers it finds there.
 //
-//	go run ./report -prefix results/2026-11-22-abc1234 -out ../BENCHMARKS.md
+//	go run ./report -prefix results/2026-11-22-abc1234 -out ../BENCHMARKS.md -readme ../README.md
 package main
 
 import (
 	"bytes"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 func main() {
 	prefix := flag.String("prefix", "", "results file prefix, e.g. results/2026-11-22-abc1234")
 	out := flag.String("out", "../BENCHMARKS.md", "document to write")
+	readme := flag.String("readme", "", "also write the summary table into this file, between "+beginMarker+" and "+endMarker)
 	best := flag.Int("best", 0, "only print the names of the N fastest keyed peers in scen=many/mode=allow, and exit")
 	flag.Parse()
 	if *prefix == "" {
@@ -35,9 +37,14 @@ func main() {
 		fmt.Println(strings.Join(fastestPeers(res, "many", "allow", *best), ","))
 		return
 	}
-	doc, err := render(*prefix)
+	sum, err := summarize(*prefix)
+	check(err)
+	doc, err := render(*prefix, sum)
 	check(err)
 	check(os.WriteFile(*out, doc, 0o644))
+	if *readme != "" {
+		check(writeSummary(*readme, *out, sum))
+	}
 }
 
 func check(err error) {
@@ -141,7 +148,7 @@ func (r *results) medianOf(unit string, kv ...string) (float64, bool) {
 	return median(ss[0].values[unit]), true
 }
 
-// peers lists the implementations other than faucet that ran a scenario, in
+// impls lists the implementations that ran the benchmarks matching kv, in
 // file order.
 func (r *results) impls(kv ...string) []string { return r.distinct("impl", kv...) }
 
@@ -203,16 +210,6 @@ func readFile(path string) string {
 	return string(b)
 }
 
-func rel(from, path string) string {
-	r, err := filepath.Rel(from, path)
-	if err != nil {
-		return path
-	}
-	return filepath.ToSlash(r)
-}
-
-var _ = io.Discard
-
 // newest loads the newest results file in dir whose name ends in suffix (the
 // names start with the date); file is "" if there is none.
 func newest(dir, suffix string) (file string, r *results, err error) {
@@ -224,28 +221,4 @@ func newest(dir, suffix string) (file string, r *results, err error) {
 	file = files[len(files)-1]
 	r, err = load(file)
 	return file, r, err
-}
-
-// previousRun returns the prefix of the latest run, by the date in its
-// -meta.txt, before the run at prefix that has a file ending in suffix; ""
-// if none. File names order runs of one day by commit hash, not by time.
-func previousRun(prefix, suffix string) string {
-	date := func(p string) string {
-		for line := range strings.Lines(readFile(p + "-meta.txt")) {
-			if d, ok := strings.CutPrefix(line, "date:"); ok {
-				return strings.TrimSpace(d)
-			}
-		}
-		return ""
-	}
-	now := date(prefix)
-	best, bestDate := "", ""
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(prefix), "*"+suffix))
-	for _, f := range files {
-		p := strings.TrimSuffix(f, suffix)
-		if d := date(p); p != prefix && d != "" && d < now && d > bestDate {
-			best, bestDate = p, d
-		}
-	}
-	return best
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 )
 
@@ -26,33 +25,8 @@ func postgresSection(dir string) (string, error) {
 	runs := len(all[0].values["checks/s"])
 
 	var b strings.Builder
-	b.WriteString("\n## PostgreSQL: one limit shared through one local database\n\n")
-	fmt.Fprintf(&b, "`bench/postgres.sh` runs `BenchmarkPostgres`: checks of a limit kept in one local\n")
-	fmt.Fprintf(&b, "PostgreSQL %s (fsync off, UNLOGGED tables, a pool of 64 connections) from 1,\n", r.config["postgres"])
-	b.WriteString("16 and 64 concurrent callers, on one hot key and on 1e4 keys in random order.\n")
-	b.WriteString("`faucet` is `pgstore` (a function that reads without locking and writes by\n")
-	b.WriteString("compare-and-swap, with the database's clock; at most one statement per key in\n")
-	b.WriteString("flight, carrying the key's checks that arrived meanwhile); `faucet_single` is\n")
-	b.WriteString("`pgstore` with coalescing off (`Config.DisableCoalescing`): one statement per\n")
-	b.WriteString("check, the design before coalescing, for comparison;\n")
-	b.WriteString("`for_update` is the common design as a peer on the same pool: per check one\n")
-	b.WriteString("transaction, BEGIN; INSERT ... ON CONFLICT DO NOTHING; SELECT ... FOR UPDATE;\n")
-	b.WriteString("refill in the application with its clock; on admission INSERT ... ON CONFLICT\n")
-	b.WriteString("DO UPDATE; COMMIT (five round trips admitted, four denied, the row locked\n")
-	b.WriteString("throughout; refill by whole milliseconds, an admission restarting the\n")
-	b.WriteString("interval, so on a hot key it admits less than the limit, which only makes it\n")
-	fmt.Fprintf(&b, "cheaper); `faucet_redis` is `redisstore` per check against a local redis-server\n")
-	fmt.Fprintf(&b, "%s (as in the Redis section), for the choice between the two stores. The limits\n", r.config["redis"])
-	b.WriteString("make both answers occur: the hot key gets 1000 tokens/s with a burst of 100, a\n")
-	b.WriteString("flood mostly denied; each of the 1e4 keys 1 token/s with a burst of 1, so a\n")
-	b.WriteString("key's first check in a run is admitted and most that follow within a second\n")
-	b.WriteString("are not. The share admitted falls as an implementation gets faster. Tables\n")
-	b.WriteString("(and Redis) are emptied before every run. Statements per check are what the\n")
-	b.WriteString("server ran (scripts for Redis, where rueidis batches checks); CPU per check\n")
-	b.WriteString("is the benchmark process's (client) and the server processes' (from /proc).\n")
-	b.WriteString("The servers and the benchmark share the machine's cores.\n")
-	fmt.Fprintf(&b, "Medians of %d runs in `bench/%s`%s.\n\n", runs, filepath.ToSlash(file), loadNote(file))
-
+	section(&b, 2, postgresHeading, file)
+	fmt.Fprintf(&b, "PostgreSQL %s, redis-server %s. Medians of %d runs.\n\n", r.config["postgres"], r.config["redis"], runs)
 	b.WriteString("| keys | implementation | callers | checks/s | p50 | p99 | admitted | statements per check | client CPU per check | server CPU per check |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		for _, im := range impls {
@@ -82,8 +56,6 @@ func postgresSection(dir string) (string, error) {
 			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %.0f | %s | %.0f | %s |\n", k, c, f, fs, ratio(f, fs), fu, ratio(f, fu), rd, ratio(rd, f))
 		}
 	}
-	b.WriteString("\nReproduce: `cd bench && ./postgres.sh` (COUNT=10 runs of each configuration). It runs\n\n```\n")
-	b.WriteString("go test -run '^$' -bench '^BenchmarkPostgres$' -benchtime 1s -count 10 -timeout 0 .\n```\n")
 	return b.String(), nil
 }
 
@@ -105,19 +77,8 @@ func auditSection(dir string) (string, error) {
 	runs := len(denied[0].values["sec/op"])
 
 	var b strings.Builder
-	b.WriteString("\n## Audit log: the cost of recording denials in PostgreSQL\n\n")
-	b.WriteString("`pgstore/pgaudit`'s benchmarks send a request that `httplimit` denies through\n")
-	b.WriteString("the middleware, with auditing off and with a `pgaudit.Writer` (which queues\n")
-	b.WriteString("each denial and writes them in batches from a goroutine of its own) on a\n")
-	b.WriteString("local PostgreSQL. `BenchmarkDenied` sends them as fast as one goroutine can,\n")
-	b.WriteString("far beyond what one connection writes, so with auditing on most are dropped\n")
-	b.WriteString("(the queue is full): its time is the queue's cost, full or not.\n")
-	b.WriteString("`BenchmarkDeniedAt20k` paces 20,000 denials a second and counts the process's\n")
-	b.WriteString("CPU time per denial until every one is written (the writer and the garbage\n")
-	b.WriteString("collector included, PostgreSQL's own CPU not), so the difference between\n")
-	b.WriteString("the rows is what auditing costs (its time per request is the pacing's).\n")
-	fmt.Fprintf(&b, "Medians of %d runs in `bench/%s`%s.\n\n", runs, filepath.ToSlash(file), loadNote(file))
-
+	section(&b, 2, auditHeading, file)
+	fmt.Fprintf(&b, "Medians of %d runs.\n\n", runs)
 	b.WriteString("| benchmark | audit | time per request | B per request | allocs per request | dropped | CPU per denial | denials/s |\n|---|---|---|---|---|---|---|---|\n")
 	for _, bench := range []string{"Denied", "DeniedAt20k"} {
 		for _, a := range r.distinct("audit", "bench", bench) {
@@ -140,13 +101,9 @@ func auditSection(dir string) (string, error) {
 		}
 	}
 	if off, on := get("cpu-sec/denial", "DeniedAt20k", "off"), get("cpu-sec/denial", "DeniedAt20k", "on"); off > 0 && on > 0 {
-		fmt.Fprintf(&b, "\nAt 20,000 denials a second auditing adds %.1f µs of CPU per denial (%.2f× the\n", (on-off)*1e6, on/off)
-		fmt.Fprintf(&b, "unaudited %.1f µs), %.0f %% of one core at that rate, and drops %.1f %% of them.\n",
-			off*1e6, 100*(on-off)*20000, 100*get("drops/op", "DeniedAt20k", "on"))
+		b.WriteString("\n| DeniedAt20k | CPU per denial | on / off | share of one core at 20,000 denials/s |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "| on − off | %.1f µs | %.2f× | %.0f %% |\n", (on-off)*1e6, on/off, 100*(on-off)*20000)
 	}
-	b.WriteString("\nReproduce: `cd bench && ./audit.sh` (COUNT=10 runs of each; pgaudit's benchmarks start their own PostgreSQL). From the repository root it runs\n\n```\n")
-	b.WriteString("go test -run '^$' -bench '^BenchmarkDenied$' -count 10 ./pgstore/pgaudit\n")
-	b.WriteString("go test -run '^$' -bench '^BenchmarkDeniedAt20k$' -benchtime 40000x -count 10 ./pgstore/pgaudit\n```\n")
 	return b.String(), nil
 }
 
@@ -158,10 +115,11 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
-// loadNote says the machine's load average at the start and end of a run,
-// from the comment lines its script wrote ("# ... load average: 1.0, ..."),
-// or "" if it has none. The numbers follow the line's last colon.
-func loadNote(file string) string {
+// loadAverages is the machine's load average at the start and the end of
+// a run, from the comment lines its script wrote ("# load average at start:
+// 1.00 0.50 0.20"), or "" if it has none. The numbers follow the line's last
+// colon.
+func loadAverages(file string) string {
 	var loads []string
 	for line := range strings.SplitSeq(readFile(file), "\n") {
 		if !strings.HasPrefix(line, "#") {
@@ -175,7 +133,7 @@ func loadNote(file string) string {
 	if len(loads) != 2 {
 		return ""
 	}
-	return fmt.Sprintf(" (load average over 1, 5 and 15 minutes: %s at the start, %s at the end)", loads[0], loads[1])
+	return loads[0] + " → " + loads[1]
 }
 
 // usOrMs prints seconds as microseconds below 10 ms, else as milliseconds.
