@@ -1,17 +1,23 @@
-package main
+package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/logthrottle"
+	"github.com/faucetgo/faucet/cmd/internal/settings"
 	"github.com/faucetgo/faucet/engine"
 )
 
@@ -21,23 +27,95 @@ import (
 func newTestServer(t *testing.T, logs io.Writer, store engine.Store, args ...string) *server {
 	t.Helper()
 	fs := flag.NewFlagSet("faucet serve", flag.ContinueOnError)
-	var cfg serveConfig
-	serveFlags(fs, &cfg)
+	var cfg settings.Serve
+	cfg.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	opts, problems := cfg.options()
-	rules, err := cfg.loadRules()
+	opts, problems := cfg.Options()
+	rules, digest, err := readRules(&cfg)
 	if len(problems) > 0 || err != nil {
 		t.Fatalf("flags %q: %v %v", args, problems, err)
 	}
 	opts.Store = store
-	s, err := newServer(&cfg, opts, rules, newLogger("json", logs))
-	if err != nil {
+	s := newServer(&cfg, newLogger("json", logs))
+	if err := s.build(opts, inputs{rules: rules, rulesDigest: digest}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.lim.Close() })
+	t.Cleanup(func() { s.closers.close(context.Background()) })
 	return s
+}
+
+// runArgs runs `faucet serve` as the command does, args[0] being "serve".
+func runArgs(args ...string) (code int, stdout, stderr string) {
+	if args[0] != "serve" {
+		panic("runArgs: not a serve command line")
+	}
+	var out, errb bytes.Buffer
+	code = Run(args[1:], &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// syncBuffer is a bytes.Buffer that a handler and a throttle's timer may
+// write while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logLine is the part of a JSON log line the tests read.
+type logLine struct {
+	Msg        string `json:"msg"`
+	Err        string `json:"err"`
+	Suppressed int64  `json:"suppressed"`
+}
+
+func jsonLines(t *testing.T, s string) []logLine {
+	t.Helper()
+	var out []logLine
+	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
+		if l == "" {
+			continue
+		}
+		var ll logLine
+		if err := json.Unmarshal([]byte(l), &ll); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, ll)
+	}
+	return out
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func writeRules(t testing.TB, path, doc string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // failingStore is a store that is always down.
@@ -91,14 +169,14 @@ func TestStoreOutageLogsAHandfulAndCountsAll(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	lines := jsonLines(t, logs.String())
-	if most := 2 + int(elapsed/repeatInterval); len(lines) > most {
+	if most := 2 + int(elapsed/logthrottle.Interval); len(lines) > most {
 		t.Errorf("%d failing requests in %v wrote %d log lines, want at most %d", n, elapsed, len(lines), most)
 	}
 	if m := scrape(t, s); !strings.Contains(m, "\nfaucet_store_errors_total 10000\n") {
 		t.Errorf("metrics:\n%s\nwant faucet_store_errors_total 10000", grepLines(m, "faucet_store_errors"))
 	}
 	// Nothing is lost: the lines held back, flushed, account for the rest.
-	s.flushLogs()
+	s.logs.Flush()
 	lines = jsonLines(t, logs.String())
 	total := int64(0)
 	for _, l := range lines {
