@@ -52,6 +52,8 @@ func NewHandler(h slog.Handler, every time.Duration) *Handler {
 	return &Handler{Handler: h, t: &throttle{every: every}}
 }
 
+// Handle passes r on, or holds it back if a line was written in this
+// interval.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	t := h.t
 	t.mu.Lock()
@@ -66,10 +68,12 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	return nil
 }
 
+// WithAttrs returns a Handler sharing h's throttle.
 func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &Handler{Handler: h.Handler.WithAttrs(attrs), t: h.t}
 }
 
+// WithGroup returns a Handler sharing h's throttle.
 func (h *Handler) WithGroup(name string) slog.Handler {
 	return &Handler{Handler: h.Handler.WithGroup(name), t: h.t}
 }

@@ -82,7 +82,7 @@ type Service struct {
 // The listener's bounds come from the HTTP flags of the same meaning (h):
 // a connection must complete its HTTP/2 handshake within
 // --read-header-timeout, one without a call for --idle-timeout is closed,
-// --max-conns caps the connections (see listen), --max-header-bytes a
+// --max-conns caps the connections (see Listen), --max-header-bytes a
 // call's metadata, and a unary call ends at --read-timeout, its request
 // message included: gRPC itself would wait for a message for as long as
 // the connection lives, with a goroutine per silent call.
