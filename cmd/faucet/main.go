@@ -15,11 +15,13 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/faucetgo/faucet/cmd/internal/cli"
+	"github.com/faucetgo/faucet/cmd/internal/runner"
 )
 
 const usage = `usage: faucet <command> [flags]
@@ -45,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		return runServe(args[1:], stdout, stderr)
+		return runner.Run(args[1:], stdout, stderr)
 	case "sim":
 		return runSim(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -60,23 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// parseFlags parses a command's flags. Asking for help is not a mistake:
-// -h and --help print the usage to stdout and the command exits 0, where a
-// bad flag prints the error and the usage to stderr and exits 2. The
-// command goes on if ok; otherwise it returns code.
+// parseFlags parses a command's flags (see cli.ParseFlags): the command
+// goes on if ok; otherwise it returns code.
 func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed below, once the stream is known
-	err := fs.Parse(args)
-	if err == nil {
-		return 0, true
-	}
-	w, code := stderr, 2
-	if errors.Is(err, flag.ErrHelp) {
-		w, code = stdout, 0
-	}
-	fs.SetOutput(w)
-	fmt.Fprint(w, usage)
-	fs.PrintDefaults()
-	return code, false
+	return cli.ParseFlags(fs, usage, args, stdout, stderr)
 }
