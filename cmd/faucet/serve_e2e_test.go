@@ -33,9 +33,6 @@ var (
 
 func faucetBinary(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
 	buildOnce.Do(func() {
 		// FAUCET_BIN replays the tests against another build, such as
 		// one from before a fix, to see a test fail there.

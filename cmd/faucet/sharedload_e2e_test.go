@@ -107,7 +107,8 @@ func TestSharedHotKeyBound(t *testing.T) {
 // decides in memory at 1/K of the limit while the store fails (the
 // default: K counted by the heartbeats), so the admissions may exceed the bound by at
 // most the fallback allowance (hotResult.fallbackAllowance), and by one
-// more burst when the restart emptied the store.
+// more burst when the restart emptied the store. With -short, the leased
+// cases are left out.
 func TestSharedHotKeyFaults(t *testing.T) {
 	const (
 		span      = 2500 * time.Millisecond
@@ -119,6 +120,9 @@ func TestSharedHotKeyFaults(t *testing.T) {
 	for _, c := range sharedCases {
 		for _, fault := range []string{"slow", "restart"} {
 			t.Run(c.name()+"/fault="+fault, func(t *testing.T) {
+				if testing.Short() && c.mode == "lease" {
+					t.Skip("-short: the leased cases run in the full suite")
+				}
 				st := c.start(t)
 				l := ciLoad(st.args...)
 				l.span, l.faultAt, l.faultTail = span, faultAt, faultTail
