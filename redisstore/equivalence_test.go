@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/rueidis"
 )
 
@@ -123,8 +124,8 @@ func equivLimiter(t *testing.T, c rueidis.Client, cfg Config, prefix string) *Li
 }
 
 func TestEquivalenceRealServer(t *testing.T) {
-	s := startRedis(t)
-	c := newRue(t, s.addr())
+	s := redistest.Start(t)
+	c := newRue(t, s.Addr())
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
 			l := equivLimiter(t, c, cfg, fmt.Sprintf("eq%d:", i))
