@@ -355,7 +355,7 @@ func TestFallbackKeysAreBounded(t *testing.T) {
 			allowed++
 		}
 	}
-	if n := l.s.fallback.Len(); n != 50 {
+	if n := l.core.Fallback.Len(); n != 50 {
 		t.Errorf("fallback engine holds %d buckets, want FallbackMaxKeys, 50", n)
 	}
 	if max := 50 + 10; allowed > max {
