@@ -57,10 +57,10 @@ const (
 	gone
 )
 
-// allowOne is Take: through the batcher, or alone when the Limiter does
+// takeOne is Take: through the batcher, or alone when the Limiter does
 // not batch. It returns the server's time of the decision (zero on a store
 // failure).
-func (l *Limiter) allowOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
+func (l *Limiter) takeOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
 	p := &pending{ctx: ctx, key: key, rkey: l.KeyFor(key), n: n, cost: l.scriptCost(n), since: time.Now()}
 	if !l.batches {
 		l.runBatch([]*pending{p}, false)

@@ -184,7 +184,7 @@ func (l *Limiter) Take(ctx context.Context, key string, n float64) (engine.Decis
 	if l == nil {
 		return engine.Decision{}, engine.ErrNilLimiter
 	}
-	d, _, err := l.allowOne(ctx, key, n)
+	d, _, err := l.takeOne(ctx, key, n)
 	return d, err
 }
 

@@ -73,7 +73,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		return -1, now, nil
 	}
 	if len(takes) == 1 {
-		d, now, err := limiterOf(&takes[0]).allowOne(ctx, takes[0].Key, takes[0].N)
+		d, now, err := limiterOf(&takes[0]).takeOne(ctx, takes[0].Key, takes[0].N)
 		out[0] = d
 		if d.Allowed {
 			return -1, now, err
