@@ -14,6 +14,7 @@ import (
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/pgstore"
 	"github.com/faucetgo/faucet/pgstore/pgtest"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -202,11 +203,11 @@ var faucetRedisPgImpl = pgImpl{
 	name: "faucet_redis",
 	new: func(b *testing.B, _ *pgxpool.Pool, lim limit) (*pgCheck, error) {
 		addr := redisAddr(b)
-		if err := redisCommand(addr, "FLUSHALL"); err != nil {
+		if _, err := redistest.Do(addr, "FLUSHALL"); err != nil {
 			return nil, err
 		}
 		pid := 0
-		if info, err := redisInfo(addr, "server"); err == nil {
+		if info, err := redistest.Do(addr, "INFO", "server"); err == nil {
 			for line := range strings.SplitSeq(info, "\r\n") {
 				if v, ok := strings.CutPrefix(line, "process_id:"); ok {
 					pid, _ = strconv.Atoi(v)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // redisCallers are the numbers of concurrent callers each Redis
@@ -69,7 +70,7 @@ func BenchmarkRedis(b *testing.B) {
 // server.
 func benchRedisImpl(b *testing.B, im redisImpl, lim limit, callers int, keys []string, seq []int32) {
 	addr := redisAddr(b)
-	if err := redisCommand(addr, "FLUSHALL"); err != nil {
+	if _, err := redistest.Do(addr, "FLUSHALL"); err != nil {
 		b.Fatal(err)
 	}
 	check, closeFn, err := im.new(addr, lim, callers)
@@ -88,7 +89,7 @@ func runRedis(b *testing.B, addr string, check redisCheck, callers int, keys []s
 	if _, err := check(ctx, "warm-up"); err != nil {
 		b.Fatal(err)
 	}
-	if err := redisCommand(addr, "CONFIG RESETSTAT"); err != nil {
+	if _, err := redistest.Do(addr, "CONFIG", "RESETSTAT"); err != nil {
 		b.Fatal(err)
 	}
 	elapsed, admitted, all := runCallers(b, check, callers, keys, seq)

@@ -17,6 +17,7 @@ import (
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/grpclimit/envoyrls"
 	"github.com/faucetgo/faucet/redisstore"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -48,7 +49,7 @@ func BenchmarkRLS(b *testing.B) {
 		for _, streams := range rlsStreams {
 			b.Run(fmt.Sprintf("impl=%s/streams=%d", im.name, streams), func(b *testing.B) {
 				addr := redisAddr(b)
-				if err := redisCommand(addr, "FLUSHALL"); err != nil {
+				if _, err := redistest.Do(addr, "FLUSHALL"); err != nil {
 					b.Fatal(err)
 				}
 				target, stop := im.start(b, addr)

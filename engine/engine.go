@@ -34,7 +34,7 @@ type Engine struct {
 	onFull     FullPolicy
 	sweepEvery time.Duration
 	// spill holds the overflow bucket of the keys that find the table full
-	// (FullShare); see spill.go.
+	// (FullShare); see overflow.go.
 	spill spillBucket
 
 	allowed, denied counter

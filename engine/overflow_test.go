@@ -116,7 +116,7 @@ func TestSweepEvictsTheOverflowBucket(t *testing.T) {
 	}
 }
 
-// An AllowAll denied after an overflowing take gives the tokens back to the
+// A TakeAll denied after an overflowing take gives the tokens back to the
 // overflow bucket.
 func TestTakeAllGivesBackToTheOverflowBucket(t *testing.T) {
 	users := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 1, SweepInterval: -1})
@@ -126,7 +126,7 @@ func TestTakeAllGivesBackToTheOverflowBucket(t *testing.T) {
 	out := make([]engine.Decision, 2)
 	takes := []engine.Take{{Limiter: users, Key: "newcomer", N: 2}, {Limiter: global, Key: "all", N: 1}}
 	if k := takeAllAt(t0, takes, out); k != 1 {
-		t.Fatalf("AllowAllAt = %d, want 1 (global is empty)", k)
+		t.Fatalf("TakeAllAt = %d, want 1 (global is empty)", k)
 	}
 	if out[0].Allowed || out[0].Remaining != 2 {
 		t.Errorf("out[0] = %+v, want the overflow bucket given back to 2", out[0])
@@ -192,7 +192,7 @@ func TestOverflowCountedOncePerCall(t *testing.T) {
 
 // Reports on a key without a bucket while the table is full tell what a
 // take would meet: the overflow bucket's state (FullShare), or the capacity
-// wait (FullDeny). A denied AllowAll reported such a take as a full bucket
+// wait (FullDeny). A denied TakeAll reported such a take as a full bucket
 // with RetryAfter 0, which the same take alone contradicted.
 func TestReportsOnAFullTable(t *testing.T) {
 	users := newEngine(t, engine.Config{Limit: 1, Burst: 2, MaxKeys: 1, SweepInterval: -1})
@@ -202,7 +202,7 @@ func TestReportsOnAFullTable(t *testing.T) {
 	global.AllowAt(t0, "all", 1)
 	out := make([]engine.Decision, 2)
 	if k := takeAllAt(t0, []engine.Take{{Limiter: global, Key: "all", N: 1}, {Limiter: users, Key: "newcomer", N: 2}}, out); k != 0 {
-		t.Fatalf("AllowAllAt = %d, want 0", k)
+		t.Fatalf("TakeAllAt = %d, want 0", k)
 	}
 	alone := users.AllowAt(t0, "newcomer", 2)
 	if alone.Allowed || out[1].Remaining != alone.Remaining || out[1].RetryAfter != alone.RetryAfter || out[1].RetryAfter != 2*time.Second {
@@ -219,6 +219,6 @@ func TestReportsOnAFullTable(t *testing.T) {
 		t.Errorf("FullDeny: TokensAt = %v, want 0", got)
 	}
 	if k := takeAllAt(t0, []engine.Take{{Limiter: global, Key: "all", N: 1}, {Limiter: deny, Key: "newcomer", N: 1}}, out); k != 0 || out[1].RetryAfter != 2*time.Second {
-		t.Errorf("FullDeny: AllowAllAt = %d, out[1] = %+v; want the capacity wait, 2s", k, out[1])
+		t.Errorf("FullDeny: TakeAllAt = %d, out[1] = %+v; want the capacity wait, 2s", k, out[1])
 	}
 }

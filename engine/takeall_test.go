@@ -51,7 +51,7 @@ func TestTakeAllTakesAllOrNone(t *testing.T) {
 	for i, s := range steps {
 		got := takeAllAt(t0, tr.takes(s.user, s.tenant, 1), out)
 		if got != s.want {
-			t.Fatalf("step %d: AllowAllAt(%s, %s) = %d, want %d", i, s.user, s.tenant, got, s.want)
+			t.Fatalf("step %d: TakeAllAt(%s, %s) = %d, want %d", i, s.user, s.tenant, got, s.want)
 		}
 		if left := tr.tokens(t0, s.user, s.tenant); left != s.left {
 			t.Fatalf("step %d: buckets hold %v, want %v", i, left, s.left)
@@ -96,7 +96,7 @@ func TestTakeAllNeverSatisfiableTakesNothing(t *testing.T) {
 			before := tr.tokens(t0, "a", "x")
 			out := make([]engine.Decision, 3)
 			if got := takeAllAt(t0, takes, out); got != tt.want {
-				t.Fatalf("AllowAllAt = %d, want %d", got, tt.want)
+				t.Fatalf("TakeAllAt = %d, want %d", got, tt.want)
 			}
 			if after := tr.tokens(t0, "a", "x"); after != before {
 				t.Errorf("buckets went from %v to %v", before, after)
@@ -124,7 +124,7 @@ func TestTakeAllRetryAfterPerTake(t *testing.T) {
 	out := make([]engine.Decision, 3)
 	takes := []engine.Take{{b, "k", 3}, {a, "k", 3}, {c, "k", 3}}
 	if got := takeAllAt(t0, takes, out); got != 1 {
-		t.Fatalf("AllowAllAt = %d, want 1", got)
+		t.Fatalf("TakeAllAt = %d, want 1", got)
 	}
 	want := []time.Duration{0, 1500 * time.Millisecond, 6 * time.Second}
 	for i, d := range out {
@@ -133,10 +133,10 @@ func TestTakeAllRetryAfterPerTake(t *testing.T) {
 		}
 	}
 	if d := a.AllowAt(t0, "k", 3); d.RetryAfter != out[1].RetryAfter {
-		t.Errorf("AllowAt's RetryAfter %v differs from AllowAllAt's %v", d.RetryAfter, out[1].RetryAfter)
+		t.Errorf("AllowAt's RetryAfter %v differs from TakeAllAt's %v", d.RetryAfter, out[1].RetryAfter)
 	}
 	if got := takeAllAt(at(6*time.Second), takes, out); got != -1 {
-		t.Errorf("after the longest wait AllowAllAt = %d, want -1", got)
+		t.Errorf("after the longest wait TakeAllAt = %d, want -1", got)
 	}
 }
 
@@ -174,7 +174,7 @@ func TestTakeAllEdges(t *testing.T) {
 	if got := takeAllAt(t0, []engine.Take{{e, "peek", 0}}, out); got != -1 || e.Len() != 1 {
 		t.Errorf("peek: %d with %d buckets, want -1 and 1", got, e.Len())
 	}
-	// More takes than AllowAll tracks on its stack.
+	// More takes than TakeAll tracks on its stack.
 	many := make([]engine.Take, 12)
 	for i := range many {
 		many[i] = engine.Take{Limiter: e, Key: fmt.Sprint("m", i), N: 2}
@@ -248,15 +248,15 @@ func takeAll(takes []engine.Take, out []engine.Decision) int {
 	return k
 }
 
-// AllowAll reads each engine's clock; on fresh engines everything passes.
+// TakeAll reads each engine's clock; on fresh engines everything passes.
 func TestTakeAllNow(t *testing.T) {
 	tr := newTiers(t, 2, 2, 2)
 	out := make([]engine.Decision, 3)
 	if got := takeAll(tr.takes("a", "x", 2), out); got != -1 {
-		t.Fatalf("AllowAll = %d, want -1", got)
+		t.Fatalf("TakeAll = %d, want -1", got)
 	}
 	if got := takeAll(tr.takes("a", "x", 2), out); got != 0 || out[0].RetryAfter <= 0 {
-		t.Errorf("second AllowAll = %d, RetryAfter %v; want 0 and a positive wait", got, out[0].RetryAfter)
+		t.Errorf("second TakeAll = %d, RetryAfter %v; want 0 and a positive wait", got, out[0].RetryAfter)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // Single takes of one key of a Limiter coalesce: while a statement for the
@@ -102,7 +103,7 @@ func (l *Limiter) await(p *pending) {
 	case <-p.wake:
 	case <-p.ctx.Done():
 		if l.co.leave(p) {
-			l.failed(p, unsentError{p.ctx.Err()}, true)
+			l.failed(p, remote.Unsent{Err: p.ctx.Err()}, true)
 			return
 		}
 		<-p.wake
@@ -182,7 +183,7 @@ func (l *Limiter) send(batch []*pending) {
 	live := make([]*pending, 0, len(batch))
 	for _, p := range batch {
 		if err := p.ctx.Err(); err != nil {
-			l.failed(p, unsentError{err}, true)
+			l.failed(p, remote.Unsent{Err: err}, true)
 			continue
 		}
 		live = append(live, p)
@@ -221,10 +222,10 @@ func (l *Limiter) send(batch []*pending) {
 		}
 		p.d, p.now, p.denied = d, time.UnixMicro(nowUS), -1
 		if d.Allowed {
-			l.stats.allowed.Add(1)
+			l.core.Counters.Allowed.Add(1)
 		} else {
 			p.denied = 0
-			l.stats.denied.Add(1)
+			l.core.Counters.Denied.Add(1)
 		}
 	}
 }

@@ -227,7 +227,7 @@ func TestCoalescedFailure(t *testing.T) {
 	if s := l.Stats(); s.Calls != 2 || s.StoreErrors != 5 || s.FailedClosed != 5 || s.Skipped != 0 {
 		t.Fatalf("stats %+v: want 2 statements, 5 fail-closed answers", s)
 	}
-	if l.breaker.Open() {
+	if l.core.Breaker.Open() {
 		t.Fatal("the breaker opened after one failed statement: it counted the batch's members")
 	}
 	if _, err := l.Take(context.Background(), "k", 1); !errors.Is(err, injected) {

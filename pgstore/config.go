@@ -12,6 +12,7 @@ import (
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // ErrInvalidConfig is wrapped by every error for a bad Config, StoreOptions
@@ -99,20 +100,17 @@ type Config struct {
 // DefaultTimeout is the Timeout of a Config that leaves it 0: a round trip
 // to a database on the same network and one statement take well under a
 // millisecond unless the database is in trouble.
-const DefaultTimeout = 100 * time.Millisecond
+const DefaultTimeout = remote.DefaultTimeout
 
-const (
-	defaultBreakAfter = 5
-	defaultBreakFor   = time.Second
-	maxPrefix         = 256
-)
+const maxPrefix = 256
 
 // settings is a validated Config with its defaults applied.
 type settings struct {
 	Config
-	u              units
-	fallbackConfig engine.Config
-	fallback       *engine.Engine
+	// common is what every remote store checks, with the fallback
+	// engine's Config.
+	common remote.Settings
+	u      units
 	// keyBase starts every bucket's key: Prefix and the limit's tag.
 	keyBase string
 	take    string // SQL calling Table_take
@@ -128,54 +126,33 @@ func (c Config) Check() error {
 	return err
 }
 
-func (c Config) validate() (*settings, error) {
+// validate checks c, applies its defaults, and builds the Limiter's core:
+// the breaker and, if OnFailure is Fallback, the fallback engine.
+func (c Config) validate() (*settings, *remote.Core, error) {
 	s, err := c.settings()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if s.OnFailure == Fallback {
-		if s.fallback, err = engine.New(s.fallbackConfig); err != nil {
-			return nil, fmt.Errorf("%w: the fallback engine: %w", ErrInvalidConfig, err)
-		}
+	core, err := remote.NewCore(s.common, ErrBreakerOpen)
+	if err != nil {
+		return nil, nil, err
 	}
-	return s, nil
+	return s, core, nil
 }
 
 // settings checks c's fields in their order, so that the error names the
 // first that is wrong, and applies the defaults.
 func (c Config) settings() (*settings, error) {
-	if err := engine.CheckLimit(c.Limit, c.Burst); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	s := &settings{Config: c}
-	var err error
-	if s.Table == "" {
-		s.Table = DefaultTable
-	}
-	if err := checkTable(s.Table); err != nil {
+	s := &settings{Config: c, common: remote.Settings{Invalid: ErrInvalidConfig,
+		Limit: c.Limit, Burst: c.Burst, Timeout: c.Timeout,
+		OnFailure: c.OnFailure, FallbackShare: c.FallbackShare, FallbackMaxKeys: c.FallbackMaxKeys, FallbackPeers: c.FallbackPeers,
+		BreakAfter: c.BreakAfter, BreakFor: c.BreakFor}}
+	common := &s.common
+	err := remote.Check(common.CheckLimit, s.applyTable, s.checkPrefix, common.CheckTimeout, common.CheckBreaker, common.CheckFailure)
+	if err != nil {
 		return nil, err
 	}
-	if len(s.Prefix) > maxPrefix {
-		return nil, invalid("Prefix must be at most %d bytes, got %d", maxPrefix, len(s.Prefix))
-	}
-	switch {
-	case s.Timeout < 0:
-		return nil, invalid("Timeout must be 0 (default %v) or positive, got %v", DefaultTimeout, s.Timeout)
-	case s.Timeout == 0:
-		s.Timeout = DefaultTimeout
-	}
-	if s.BreakAfter == 0 {
-		s.BreakAfter = defaultBreakAfter
-	}
-	switch {
-	case s.BreakFor < 0:
-		return nil, invalid("BreakFor must be 0 (default %v) or positive, got %v", defaultBreakFor, s.BreakFor)
-	case s.BreakFor == 0:
-		s.BreakFor = defaultBreakFor
-	}
-	if err := s.applyFailure(); err != nil {
-		return nil, err
-	}
+	s.Timeout, s.BreakAfter, s.BreakFor = common.Timeout, common.BreakAfter, common.BreakFor
 	if s.u, err = unitsFor(float64(s.Limit), s.Burst); err != nil {
 		return nil, err
 	}
@@ -188,13 +165,17 @@ func (c Config) settings() (*settings, error) {
 	return s, nil
 }
 
-// applyFailure checks OnFailure and the fallback fields.
-func (s *settings) applyFailure() error {
-	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys, s.FallbackPeers)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+func (s *settings) applyTable() error {
+	if s.Table == "" {
+		s.Table = DefaultTable
 	}
-	s.fallbackConfig = cfg
+	return checkTable(s.Table)
+}
+
+func (s *settings) checkPrefix() error {
+	if len(s.Prefix) > maxPrefix {
+		return invalid("Prefix must be at most %d bytes, got %d", maxPrefix, len(s.Prefix))
+	}
 	return nil
 }
 

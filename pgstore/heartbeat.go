@@ -20,17 +20,6 @@ const instancesTag = " instances "
 // vanish.
 const heartbeatWindow = 5
 
-// heartbeatSQL upserts the instance's row, stamped with the database's
-// clock, and counts the rows alive then: the others', plus this one (the
-// statement does not see its own upsert).
-func heartbeatSQL(table string) string {
-	t := ident(table)
-	return `WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us),
-up AS (INSERT INTO ` + t + ` (key, tick, quanta, expires) SELECT $1, c.now_us, -1, c.now_us + $4 FROM c
-	ON CONFLICT (key) DO UPDATE SET tick = EXCLUDED.tick, quanta = -1, expires = EXCLUDED.expires RETURNING 1)
-SELECT 1 + count(*) FROM ` + t + ` b, c WHERE b.key >= $2 AND b.key < $3 AND b.key <> $1 AND b.expires > c.now_us`
-}
-
 // heartbeat returns the Beat of an instance of the store under prefix in
 // table, beating every `every`.
 func heartbeat(db DB, table, prefix string, every time.Duration) func(context.Context) (int, error) {
@@ -40,7 +29,7 @@ func heartbeat(db DB, table, prefix string, every time.Duration) func(context.Co
 	lo := []byte(prefix + instancesTag)
 	// The first key after every key that starts with lo.
 	hi := append([]byte(prefix+instancesTag[:len(instancesTag)-1]), instancesTag[len(instancesTag)-1]+1)
-	sql := heartbeatSQL(table)
+	sql := render(statementText("background.sql", "heartbeat"), Schema{Table: table})
 	window := (heartbeatWindow * every).Microseconds()
 	return func(ctx context.Context) (int, error) {
 		var n int64

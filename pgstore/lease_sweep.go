@@ -22,20 +22,7 @@ func sweepLeases(ctx context.Context, db DB, o SweepOptions) (removed int64, err
 		}
 		return 0, err
 	}
-	sql := `WITH batch AS (
-	SELECT key FROM ` + lb + ` WHERE key > $1 ORDER BY key LIMIT $2
-), doomed AS (
-	SELECT b.key FROM ` + lb + ` b JOIN batch USING (key)
-	WHERE b.expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $3
-	ORDER BY b.key FOR UPDATE OF b SKIP LOCKED
-), leases AS (
-	DELETE FROM ` + ll + ` l USING doomed WHERE l.key = doomed.key
-	RETURNING 1
-), gone AS (
-	DELETE FROM ` + lb + ` d USING doomed WHERE d.key = doomed.key
-	RETURNING 1
-)
-SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone), (SELECT count(*) FROM leases)`
+	sql := render(statementText("background.sql", "sweep_leases"), Schema{Table: o.Table})
 	after := []byte{}
 	for {
 		var seen, gone, leases int64

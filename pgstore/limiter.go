@@ -9,6 +9,7 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/remote"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,9 +33,10 @@ type Limiter struct {
 	db DB
 	// conn identifies the database handle: Limiters with equal conns are
 	// decided together in one TakeAll.
-	conn    any
-	stats   counters
-	breaker *failpolicy.Breaker
+	conn any
+	// core calls the database under the deadline and the breaker,
+	// counts, and holds the failure policy's fallback engine.
+	core *remote.Core
 	// lastOK is when a statement last succeeded (Unix ns), written at
 	// most once a millisecond: a miss while the pool grows counts for the
 	// breaker only if none succeeded within Timeout.
@@ -43,11 +45,6 @@ type Limiter struct {
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
-
-type counters struct {
-	failpolicy.Counters
-	allowed, denied, skipped, calls atomic.Uint64
-}
 
 // Stats is a snapshot of a Limiter's counters.
 type Stats struct {
@@ -68,11 +65,11 @@ type Stats struct {
 
 // Stats returns the Limiter's counters.
 func (l *Limiter) Stats() Stats {
-	c := &l.stats
+	c := &l.core.Counters
 	return Stats{
-		Allowed: c.allowed.Load(), Denied: c.denied.Load(), StoreErrors: c.StoreErrors.Load(),
+		Allowed: c.Allowed.Load(), Denied: c.Denied.Load(), StoreErrors: c.StoreErrors.Load(),
 		FailedOpen: c.FailedOpen.Load(), FailedClosed: c.FailedClosed.Load(), Fallback: c.Fallback.Load(),
-		Skipped: c.skipped.Load(), Calls: c.calls.Load(),
+		Skipped: c.Skipped.Load(), Calls: c.Calls.Load(),
 	}
 }
 
@@ -84,17 +81,16 @@ var ErrBreakerOpen = errors.New("pgstore: breaker open after consecutive failure
 // in cfg.Table, which Install must have created. The Limiter does not own
 // db: Close leaves it open.
 func New(db DB, cfg Config) (*Limiter, error) {
-	s, err := cfg.validate()
+	s, core, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
 	if isNil(db) {
+		core.Close()
 		return nil, invalid("db must not be nil")
 	}
-	l := &Limiter{s: s, db: db, conn: db, breaker: failpolicy.NewBreaker(s.BreakAfter, s.BreakFor)}
-	if t := reflect.TypeOf(db); !t.Comparable() {
-		l.conn = l
-	}
+	l := &Limiter{s: s, db: db, core: core}
+	l.conn = remote.Conn(db, l)
 	return l, nil
 }
 
@@ -110,10 +106,7 @@ func (l *Limiter) Close() error {
 	if l == nil {
 		return engine.ErrNilLimiter
 	}
-	if l.s.fallback != nil {
-		return l.s.fallback.Close()
-	}
-	return nil
+	return l.core.Close()
 }
 
 // Limit returns Config.Limit. The store refills at exactly that rate.
@@ -173,26 +166,15 @@ func (l *Limiter) Tokens(ctx context.Context, key string) (float64, error) {
 	return d.Remaining, err
 }
 
-// query runs a statement with the Limiter's deadline and breaker, scanning
-// its one row into dst.
+// query runs a statement with the Limiter's deadline and breaker
+// (remote.Core.Call), scanning its one row into dst.
 func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any) error {
-	if l.breaker.Open() {
-		l.stats.skipped.Add(1)
-		return unsentError{ErrBreakerOpen}
-	}
-	caller := ctx
-	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
-		defer cancel()
-	}
-	var err error
-	if err = ctx.Err(); err != nil {
-		err = unsentError{err}
-	} else {
-		l.stats.calls.Add(1)
-		err = l.run(ctx, sql, args, dst)
-	}
+	return l.core.Call(ctx, func(ctx context.Context) error { return l.run(ctx, sql, args, dst) }, l.counts)
+}
+
+// counts notes a statement's success and reports whether its outcome
+// tells the breaker about the database.
+func (l *Limiter) counts(err error) bool {
 	now := time.Now().UnixNano()
 	if err == nil && now-l.lastOK.Load() > int64(time.Millisecond) {
 		l.lastOK.Store(now)
@@ -202,12 +184,9 @@ func (l *Limiter) query(ctx context.Context, sql string, args []any, dst ...any)
 	// answers the statements on those open says nothing about it; one
 	// that answers none is stalled, and the miss counts.
 	busy := errors.As(err, &g) && now-l.lastOK.Load() <= int64(l.s.Timeout)
-	if !keyLevel(err) && !busy {
-		// A row held by a stuck transaction says nothing about the
-		// database either: one hot key must not lift every key's limit.
-		l.breaker.Observe(caller, err)
-	}
-	return err
+	// A row held by a stuck transaction says nothing about the database
+	// either: one hot key must not lift every key's limit.
+	return !keyLevel(err) && !busy
 }
 
 // acquirer is a pool: *pgxpool.Pool.
@@ -225,16 +204,16 @@ func (l *Limiter) run(ctx context.Context, sql string, args []any, dst []any) er
 		c, err := p.Acquire(ctx)
 		if err != nil {
 			if s, ok := db.(statter); ok && ctx.Err() != nil && s.Stat().ConstructingConns() > 0 {
-				return growing{unsentError{err}}
+				return growing{remote.Unsent{Err: err}}
 			}
-			return unsentError{err}
+			return remote.Unsent{Err: err}
 		}
 		defer c.Release()
 		db = c
 	}
 	err := db.QueryRow(ctx, sql, args...).Scan(dst...)
 	if err != nil && unsent(err) {
-		err = unsentError{err}
+		err = remote.Unsent{Err: err}
 	}
 	return err
 }
@@ -250,9 +229,9 @@ type statter interface {
 // healthy. The check fails (nothing was taken); the breaker counts it only
 // if no statement succeeded within the Timeout before it, as none does
 // when the database stalls or refuses connections.
-type growing struct{ unsentError }
+type growing struct{ remote.Unsent }
 
-func (e growing) Unwrap() error { return e.unsentError }
+func (e growing) Unwrap() error { return e.Unsent }
 
 // keyLevel reports whether err is about one bucket's row rather than the
 // database: a lock held past lock_timeout, a deadlock or serialization
@@ -268,13 +247,6 @@ func keyLevel(err error) bool {
 	}
 	return false
 }
-
-// unsentError marks an error after which the statement certainly did not
-// run to completion: nothing was taken.
-type unsentError struct{ err error }
-
-func (e unsentError) Error() string { return e.err.Error() }
-func (e unsentError) Unwrap() error { return e.err }
 
 // unsent reports whether err proves that nothing was taken: the statement
 // was never sent (pgconn.SafeToRetry, a failed connection attempt), or the
@@ -298,6 +270,5 @@ func unsent(err error) bool {
 // storeError is the error returned for a failed call (failpolicy.Error):
 // nothing was taken when the caller knows it or err says so.
 func storeError(err error, nothingTaken, fellBack bool) error {
-	var u unsentError
-	return failpolicy.Error("pgstore", err, nothingTaken || errors.As(err, &u), fellBack)
+	return failpolicy.Error("pgstore", err, nothingTaken || remote.IsUnsent(err), fellBack)
 }

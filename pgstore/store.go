@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/remote"
 	"github.com/faucetgo/faucet/lease"
 )
 
@@ -70,10 +70,7 @@ type StoreOptions struct {
 // because instances sharing buckets reload at different moments.
 type Store struct {
 	*engine.Pool
-	peers failpolicy.Peers
-	stop  chan struct{}
-	done  sync.WaitGroup
-	once  sync.Once
+	bg *remote.Background
 }
 
 // NewStore returns a Store on db, which must be safe for concurrent use (a
@@ -87,9 +84,9 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	if isNil(db) {
 		return nil, invalid("db must not be nil")
 	}
-	s := &Store{stop: make(chan struct{})}
+	s := &Store{bg: remote.NewBackground()}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		l, err := New(db, opts.config(spec, &s.peers))
+		l, err := New(db, opts.config(spec, s.bg.Peers()))
 		if err != nil || opts.Lease == nil {
 			return l, err
 		}
@@ -104,16 +101,11 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 		every = 30 * time.Second
 	}
 	if every > 0 {
-		s.done.Add(1)
-		go s.sweep(db, sweep, every, logger)
+		s.bg.Go(func(stop <-chan struct{}) { sweepEvery(stop, db, sweep, every, logger) })
 	}
-	if beat := failpolicy.HeartbeatEvery(opts.Heartbeat); beat > 0 {
-		s.done.Add(1)
-		go func() {
-			defer s.done.Done()
-			failpolicy.Heartbeat(s.stop, beat, cmp.Or(opts.Timeout, DefaultTimeout), heartbeat(db, cmp.Or(opts.Table, DefaultTable), opts.Prefix, beat), &s.peers, nil)
-		}()
-	}
+	s.bg.Heartbeat(opts.Heartbeat, cmp.Or(opts.Timeout, DefaultTimeout), func(every time.Duration) failpolicy.Beat {
+		return heartbeat(db, cmp.Or(opts.Table, DefaultTable), opts.Prefix, every)
+	})
 	return s, nil
 }
 
@@ -126,7 +118,7 @@ func (o StoreOptions) Check() error {
 
 func (o StoreOptions) check() (SweepOptions, error) {
 	// With a limit every option combines with.
-	if err := o.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}, &failpolicy.Peers{}).Check(); err != nil {
+	if err := o.config(remote.ProbeSpec, &failpolicy.Peers{}).Check(); err != nil {
 		return SweepOptions{}, err
 	}
 	if o.Lease != nil {
@@ -137,15 +129,16 @@ func (o StoreOptions) check() (SweepOptions, error) {
 	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
 }
 
-func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.Logger) {
-	defer s.done.Done()
+// sweepEvery runs Sweep every `every` and a random tenth, until stop is
+// closed.
+func sweepEvery(stop <-chan struct{}, db DB, o SweepOptions, every time.Duration, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { <-s.stop; cancel() }()
+	go func() { <-stop; cancel() }()
 	for {
 		t := time.NewTimer(every + rand.N(every/10+1))
 		select {
-		case <-s.stop:
+		case <-stop:
 			t.Stop()
 			return
 		case <-t.C:
@@ -158,12 +151,11 @@ func (s *Store) sweep(db DB, o SweepOptions, every time.Duration, logger *slog.L
 
 // Peers returns the instances sharing the store as the heartbeats last
 // counted them: the N of FallbackShare 0.
-func (s *Store) Peers() *Peers { return &s.peers }
+func (s *Store) Peers() *Peers { return s.bg.Peers() }
 
 // Close stops the sweeper and closes every bound Limiter.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.stop) })
-	s.done.Wait()
+	s.bg.Stop()
 	return s.Pool.Close()
 }
 

@@ -44,23 +44,8 @@ func Sweep(ctx context.Context, db DB, o SweepOptions) (removed int64, err error
 	if err != nil {
 		return 0, err
 	}
-	t := ident(o.Table)
-	// The batch walks the primary key whatever the rows hold, so that
-	// each statement looks at Batch rows at most; of those it locks the
-	// expired ones that no take holds (SKIP LOCKED: a sweep never waits
-	// for a take, and takes wait for it only while it deletes), in key
-	// order, and deletes them.
-	sql := `WITH batch AS (
-	SELECT key FROM ` + t + ` WHERE key > $1 ORDER BY key LIMIT $2
-), doomed AS (
-	SELECT b.key FROM ` + t + ` b JOIN batch USING (key)
-	WHERE b.expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $3
-	ORDER BY b.key FOR UPDATE OF b SKIP LOCKED
-), gone AS (
-	DELETE FROM ` + t + ` d USING doomed WHERE d.key = doomed.key
-	RETURNING 1
-)
-SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`
+	// sql/background.sql says how a batch goes.
+	sql := render(statementText("background.sql", "sweep"), Schema{Table: o.Table})
 	// Keys are never empty: the empty string precedes them all. (A
 	// condition such as "$1 IS NULL OR key > $1" would forgo the index's
 	// range scan, and every batch would read the table from its start.)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // TakeAll takes every take's tokens, or none, in one statement: atomic, as
@@ -41,26 +41,16 @@ func limiterOf(tk *engine.Take) *Limiter {
 }
 
 func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
-	if l == nil {
-		return engine.ErrNilLimiter
-	}
-	if len(out) < len(takes) {
-		return fmt.Errorf("pgstore: %w: %d takes, %d decisions", engine.ErrShortOut, len(takes), len(out))
-	}
-	for i := range takes {
-		switch tl, ok := takes[i].Limiter.(*Limiter); {
-		case takes[i].Limiter == nil || ok && tl == nil:
-			return fmt.Errorf("pgstore: %w: takes[%d]", engine.ErrNilLimiter, i)
-		case !ok:
-			return fmt.Errorf("pgstore: %w: takes[%d] is a %T, not a *pgstore.Limiter", engine.ErrForeignTake, i, takes[i].Limiter)
+	return remote.CheckTakes("pgstore", l, takes, out, func(tl *Limiter) string {
+		switch {
 		case tl.conn != l.conn:
-			return fmt.Errorf("pgstore: %w: takes[%d] is a Limiter on another DB", engine.ErrForeignTake, i)
+			return "another DB"
 		case tl.s.Table != l.s.Table:
 			// One statement reads one table.
-			return fmt.Errorf("pgstore: %w: takes[%d] is a Limiter on table %s, not %s", engine.ErrForeignTake, i, tl.s.Table, l.s.Table)
+			return fmt.Sprintf("table %s, not %s", tl.s.Table, l.s.Table)
 		}
-	}
-	return nil
+		return ""
+	})
 }
 
 // takeAll is TakeAll that also returns the database's time of the decision;
@@ -145,9 +135,9 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	// Every take counts once, as in the engine: allowed if the call was.
 	for i := range takes {
 		if denied >= 0 {
-			limiterOf(&takes[i]).stats.denied.Add(1)
+			limiterOf(&takes[i]).core.Counters.Denied.Add(1)
 		} else {
-			limiterOf(&takes[i]).stats.allowed.Add(1)
+			limiterOf(&takes[i]).core.Counters.Allowed.Add(1)
 		}
 	}
 	return denied, time.UnixMicro(nowUS), nil
@@ -198,15 +188,12 @@ func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Deci
 }
 
 // fail fills out with the policies' answer for a call the store could not
-// decide, counts it, and returns the denied index and the classified error.
+// decide, counts it (remote.Fail), and returns the denied index and the
+// classified error.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
-	ft := make([]failpolicy.Take, len(takes))
-	for i := range takes {
-		tl := limiterOf(&takes[i])
-		ft[i] = failpolicy.Take{Policy: tl.s.OnFailure, Fallback: tl.s.fallback, Timeout: tl.s.Timeout,
-			Burst: tl.s.Burst, Limit: tl.s.Limit, Peers: tl.s.FallbackPeers, Key: takes[i].Key, N: takes[i].N}
-		tl.stats.Count(tl.s.OnFailure)
-	}
-	denied, fellBack := failpolicy.Answer(ft, out)
+	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
 }
+
+// coreOf is the core of a take's Limiter.
+func coreOf(tk *engine.Take) *remote.Core { return limiterOf(tk).core }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,16 +14,16 @@ import (
 // one key of a bucket that refills one token an hour: exactly Burst requests
 // pass, not one more, and none fails.
 func TestExactAdmissionAcrossClients(t *testing.T) {
-	s := startRedis(t)
+	s := redistest.Start(t)
 	cfg := Config{Limit: 1.0 / 3600, Burst: 1000, Timeout: 10 * time.Second, OnFailure: FailClosed}
 	var limiters []*Limiter
 	for i := range 4 {
 		var l *Limiter
 		var err error
 		if i%2 == 0 {
-			l, err = New(newRue(t, s.addr()), cfg)
+			l, err = New(newRue(t, s.Addr()), cfg)
 		} else {
-			l, err = NewGoRedis(newGoRedis(t, s.addr()), cfg)
+			l, err = NewGoRedis(newGoRedis(t, s.Addr()), cfg)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // Single-key checks of one Limiter that arrive while maxInFlight of its
@@ -56,10 +57,10 @@ const (
 	gone
 )
 
-// allowOne is Take: through the batcher, or alone when the Limiter does
+// takeOne is Take: through the batcher, or alone when the Limiter does
 // not batch. It returns the server's time of the decision (zero on a store
 // failure).
-func (l *Limiter) allowOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
+func (l *Limiter) takeOne(ctx context.Context, key string, n float64) (engine.Decision, time.Time, error) {
 	p := &pending{ctx: ctx, key: key, rkey: l.KeyFor(key), n: n, cost: l.scriptCost(n), since: time.Now()}
 	if !l.batches {
 		l.runBatch([]*pending{p}, false)
@@ -97,7 +98,7 @@ func (l *Limiter) await(p *pending) {
 		case <-stop:
 			if l.batch.remove(p) {
 				// Still queued: never sent.
-				p.d, p.err = l.failedOne(p, unsentError{p.ctx.Err()})
+				p.d, p.err = l.failedOne(p, remote.Unsent{Err: p.ctx.Err()})
 				return
 			}
 			// In a batch already: if it was sent the check may still be
@@ -128,7 +129,7 @@ func (b *batcher) remove(p *pending) bool {
 // the error to return for err (see storeError).
 func (l *Limiter) failedOne(p *pending, err error) (engine.Decision, error) {
 	var out [1]engine.Decision
-	_, err = l.fail([]engine.Take{{Limiter: l, Key: p.key, N: p.n}}, out[:], err, unsent(err) || !l.s.u.takes(p.cost))
+	_, err = l.fail([]engine.Take{{Limiter: l, Key: p.key, N: p.n}}, out[:], err, remote.IsUnsent(err) || !l.s.u.takes(p.cost))
 	return out[0], err
 }
 
@@ -142,7 +143,7 @@ func (l *Limiter) send(batch []*pending, queued bool) {
 		case p.state.Load() == gone:
 		case queued && p.ctx.Err() != nil:
 			// Its caller is about to leave: answer it without asking.
-			l.finish(p, engine.Decision{}, 0, unsentError{p.ctx.Err()})
+			l.finish(p, engine.Decision{}, 0, remote.Unsent{Err: p.ctx.Err()})
 		default:
 			live = append(live, p)
 		}
@@ -220,9 +221,9 @@ func (l *Limiter) finish(p *pending, d engine.Decision, now int64, err error) {
 		p.d, p.err = l.failedOne(p, err)
 	case d.Allowed:
 		p.d = d
-		l.stats.allowed.Add(1)
+		l.core.Counters.Allowed.Add(1)
 	default:
 		p.d = d
-		l.stats.denied.Add(1)
+		l.core.Counters.Denied.Add(1)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,15 +39,15 @@ func queued(t *testing.T, l *Limiter, n int) {
 // and the Limiter sends 4 lone checks then 4 batches. With MaxBatch 1 every
 // check is its own script.
 func TestBatchesShareScripts(t *testing.T) {
-	s := startRedis(t)
+	s := redistest.Start(t)
 	for _, tc := range []struct {
 		maxBatch, scripts int
 	}{{0, maxInFlight + 4}, {1, 200}} {
-		l, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 50, Timeout: 20 * time.Second, OnFailure: FailClosed, MaxBatch: tc.maxBatch, Prefix: "b" + string(rune('0'+tc.maxBatch)) + ":"})
+		l, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 50, Timeout: 20 * time.Second, OnFailure: FailClosed, MaxBatch: tc.maxBatch, Prefix: "b" + string(rune('0'+tc.maxBatch)) + ":"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.signal(syscall.SIGSTOP)
+		signal(t, s, syscall.SIGSTOP)
 		var wg sync.WaitGroup
 		out := make([]engine.Decision, 200)
 		errs := make([]error, 200)
@@ -58,7 +59,7 @@ func TestBatchesShareScripts(t *testing.T) {
 		} else {
 			time.Sleep(50 * time.Millisecond)
 		}
-		s.signal(syscall.SIGCONT)
+		signal(t, s, syscall.SIGCONT)
 		wg.Wait()
 		allowed := 0
 		seen := map[float64]bool{}
@@ -100,12 +101,12 @@ func TestBatchesShareScripts(t *testing.T) {
 // batch gets the policy's answer and the context's error at once, is
 // counted once, and is never sent: its bucket stays full.
 func TestBatchCallerGivesUp(t *testing.T) {
-	s := startRedis(t)
-	l, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 5, Timeout: 20 * time.Second})
+	s := redistest.Start(t)
+	l, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 5, Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.signal(syscall.SIGSTOP)
+	signal(t, s, syscall.SIGSTOP)
 	var wg sync.WaitGroup
 	for range maxInFlight {
 		wg.Go(func() { l.Take(context.Background(), "busy", 1) })
@@ -128,7 +129,7 @@ func TestBatchCallerGivesUp(t *testing.T) {
 	if class(t, err) != engine.ErrUnavailable {
 		t.Fatalf("gave up while queued: %v; want unavailable: it was never sent", err)
 	}
-	s.signal(syscall.SIGCONT)
+	signal(t, s, syscall.SIGCONT)
 	wg.Wait()
 	if left, err := l.Tokens(context.Background(), "quitter"); err != nil || left != 5 {
 		t.Fatalf("quitter's bucket holds %v (%v) after it gave up, want 5: it was sent", left, err)
@@ -142,17 +143,17 @@ func TestBatchCallerGivesUp(t *testing.T) {
 // that spread keys over servers send every check alone (TestCluster checks
 // a rueidis cluster client).
 func TestWhichClientsBatch(t *testing.T) {
-	s := startRedis(t)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": s.addr()}})
-	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.addr()}})
+	s := redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": s.Addr()}})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr()}})
 	t.Cleanup(func() { ring.Close(); cluster.Close() })
 	for _, tc := range []struct {
 		name string
 		c    client
 		want bool
 	}{
-		{"rueidis standalone", rueClient{newRue(t, s.addr())}, true},
-		{"go-redis Client", goRedisClient{newGoRedis(t, s.addr())}, true},
+		{"rueidis standalone", rueClient{newRue(t, s.Addr())}, true},
+		{"go-redis Client", goRedisClient{newGoRedis(t, s.Addr())}, true},
 		{"go-redis Ring", goRedisClient{ring}, false},
 		{"go-redis ClusterClient", goRedisClient{cluster}, false},
 	} {
@@ -171,13 +172,13 @@ func TestWhichClientsBatch(t *testing.T) {
 // every check in it gets its policy's answer and the error, each counted
 // once.
 func TestBatchFailsByPolicy(t *testing.T) {
-	s := startRedis(t)
-	c := newRue(t, s.addr())
+	s := redistest.Start(t)
+	c := newRue(t, s.Addr())
 	l, err := New(c, Config{Limit: 1.0 / 3600, Burst: 5, Timeout: 20 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.signal(syscall.SIGSTOP)
+	signal(t, s, syscall.SIGSTOP)
 	const n = 100
 	var wg sync.WaitGroup
 	out := make([]engine.Decision, n)
@@ -188,7 +189,7 @@ func TestBatchFailsByPolicy(t *testing.T) {
 	queued(t, l, n-maxInFlight)
 	c.Close()
 	wg.Wait()
-	s.signal(syscall.SIGCONT)
+	signal(t, s, syscall.SIGCONT)
 	for i := range n {
 		if errs[i] == nil || out[i].Allowed || out[i].RetryAfter != 20*time.Second {
 			t.Fatalf("check %d: %+v, %v; want FailClosed's denial and an error", i, out[i], errs[i])

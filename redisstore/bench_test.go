@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -15,15 +16,15 @@ import (
 // keys (1024 keys in all, so that the server, not one hot key, is measured).
 // Names split for benchstat: client=..., callers=....
 func BenchmarkTake(b *testing.B) {
-	s := startRedis(b)
+	s := redistest.Start(b)
 	for _, client := range []string{"rueidis", "go-redis"} {
 		var l *Limiter
 		var err error
 		cfg := Config{Limit: 1e6, Burst: 1e6, Timeout: 10 * time.Second, OnFailure: FailClosed}
 		if client == "rueidis" {
-			l, err = New(newRue(b, s.addr()), cfg)
+			l, err = New(newRue(b, s.Addr()), cfg)
 		} else {
-			l, err = NewGoRedis(newGoRedis(b, s.addr()), cfg)
+			l, err = NewGoRedis(newGoRedis(b, s.Addr()), cfg)
 		}
 		if err != nil {
 			b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +39,7 @@ func class(t *testing.T, err error) error {
 // A refused connection takes nothing: with go-redis, which dials on
 // demand, and with rueidis once its connection to a killed server is gone.
 func TestRefusedIsUnavailable(t *testing.T) {
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	g, err := NewGoRedis(newGoRedisNoT(dead), Config{Limit: 1, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +64,13 @@ func TestRefusedIsUnavailable(t *testing.T) {
 		t.Errorf("go-redis with retries, nothing listening: %v; want outcome unknown", err)
 	}
 
-	s := startRedis(t)
-	r, err := New(newRue(t, s.addr()), Config{Limit: 1, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
+	s := redistest.Start(t)
+	r, err := New(newRue(t, s.Addr()), Config{Limit: 1, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitHealthy(t, r, "k")
-	s.kill()
+	s.Kill()
 	// The first calls may find the connection broken under them (EOF:
 	// outcome unknown); then the client redials and is refused.
 	for i := 0; ; i++ {
@@ -89,7 +90,7 @@ func TestRefusedIsUnavailable(t *testing.T) {
 
 // The open breaker sends nothing.
 func TestBreakerIsUnavailable(t *testing.T) {
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	l, err := NewGoRedis(newGoRedisNoT(dead), Config{Limit: 1, Burst: 10, Timeout: 5 * time.Second, BreakAfter: 1, BreakFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +113,8 @@ func TestBreakerIsUnavailable(t *testing.T) {
 // Callers that give up do not open the breaker: a client could otherwise
 // lift the limit of every key by aborting its requests.
 func TestCancelledCallersDoNotBreak(t *testing.T) {
-	s := startRedis(t)
-	l, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, BreakAfter: 2, BreakFor: time.Hour})
+	s := redistest.Start(t)
+	l, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, BreakAfter: 2, BreakFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +132,8 @@ func TestCancelledCallersDoNotBreak(t *testing.T) {
 
 // A context that ended before the call sends nothing.
 func TestDoneContextIsUnavailable(t *testing.T) {
-	s := startRedis(t)
-	l, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
+	s := redistest.Start(t)
+	l, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,14 +186,14 @@ func TestSilentServerIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("silent server, a peek: %v; want unavailable", err)
 	}
 
-	s := startRedis(t)
-	p := newSlowProxy(t, s.addr())
+	s := redistest.Start(t)
+	p := newSlowProxy(t, s.Addr())
 	// A deadline of a second, a reply held three.
 	l, err := New(newRue(t, p.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second})
+	direct, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +243,12 @@ func TestSilentServerIsOutcomeUnknown(t *testing.T) {
 // Redis refusing the script before running it (BUSY: another script runs)
 // is unavailable.
 func TestBusyIsUnavailable(t *testing.T) {
-	s := startRedis(t, "--busy-reply-threshold", "10")
-	r, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
+	s := redistest.Start(t, "--busy-reply-threshold", "10")
+	r, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gc := newGoRedisNoT(s.addr()) // without retries: see NewGoRedis
+	gc := newGoRedisNoT(s.Addr()) // without retries: see NewGoRedis
 	t.Cleanup(func() { gc.Close() })
 	g, err := NewGoRedis(gc, Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, OnFailure: FailClosed, BreakAfter: -1})
 	if err != nil {
@@ -258,13 +259,13 @@ func TestBusyIsUnavailable(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c := newGoRedisNoT(s.addr())
+		c := newGoRedisNoT(s.Addr())
 		defer c.Close()
 		// Spins for a second of the server's time (or a bounded count).
 		c.Eval(context.Background(), `local s = tonumber(redis.call('TIME')[1]); local i = 0
 while i < 1e8 and tonumber(redis.call('TIME')[1]) - s < 2 do i = i + 1 end return i`, nil)
 	}()
-	for !serverBusy(s.addr()) {
+	for !serverBusy(s.Addr()) {
 		time.Sleep(time.Millisecond)
 	}
 	for _, l := range []*Limiter{r, g} {
@@ -283,7 +284,7 @@ while i < 1e8 and tonumber(redis.call('TIME')[1]) - s < 2 do i = i + 1 end retur
 
 // With OnFailure Fallback the local engine decides, and the error says so.
 func TestFallbackErrors(t *testing.T) {
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))
 	c := goRedisClient{newGoRedisNoT(dead)}
 	t.Cleanup(func() { c.c.Close() })
 	mk := func(p FailurePolicy, share float64) *Limiter {
@@ -347,8 +348,8 @@ func (f *flakyClient) run(ctx context.Context, s script, keys, args []string) ([
 // A TakeAll across slots is unavailable only when no script that failed can
 // have taken and every take made was given back.
 func TestTakeAllAcrossSlotsClassifies(t *testing.T) {
-	s := startRedis(t)
-	plain := rueClient{newRue(t, s.addr())}
+	s := redistest.Start(t)
+	plain := rueClient{newRue(t, s.Addr())}
 	for i, tc := range []struct {
 		name         string
 		refuse, lose map[int]bool
@@ -391,8 +392,8 @@ func TestTakeAllAcrossSlotsClassifies(t *testing.T) {
 
 // A Take's Limiter must be a non-nil Limiter on the receiver's client.
 func TestTakeAllRefusesForeignTakes(t *testing.T) {
-	s := startRedis(t)
-	c1, c2 := rueClient{newRue(t, s.addr())}, rueClient{newRue(t, s.addr())}
+	s := redistest.Start(t)
+	c1, c2 := rueClient{newRue(t, s.Addr())}, rueClient{newRue(t, s.Addr())}
 	cfg := Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second}
 	a, _ := newLimiter(c1, cfg)
 	b, _ := newLimiter(c1, Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 5 * time.Second, Prefix: "b:"})

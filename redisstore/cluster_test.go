@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,10 +17,10 @@ import (
 // tag, so each script's keys lie in one slot; keys that share a caller's tag
 // share a slot, and a TakeAll over them is one atomic script.
 func TestCluster(t *testing.T) {
-	nodes := startCluster(t)
+	nodes := redistest.StartCluster(t)
 	var addrs []string
 	for _, n := range nodes {
-		addrs = append(addrs, n.addr())
+		addrs = append(addrs, n.Addr())
 	}
 	rue := newRue(t, addrs...)
 	gor := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})

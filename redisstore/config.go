@@ -14,6 +14,7 @@ import (
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // ErrInvalidConfig is wrapped by every error New and NewGoRedis return for a
@@ -103,14 +104,12 @@ type Config struct {
 
 // DefaultTimeout is the Timeout of a Config (or StoreOptions) that leaves
 // it 0.
-const DefaultTimeout = 100 * time.Millisecond
+const DefaultTimeout = remote.DefaultTimeout
 
 const (
-	defaultPrefix     = "faucet:"
-	defaultBreakAfter = 5
-	defaultBreakFor   = time.Second
-	defaultMaxBatch   = 64
-	maxMaxBatch       = 1000
+	defaultPrefix   = "faucet:"
+	defaultMaxBatch = 64
+	maxMaxBatch     = 1000
 	// maxExact is 2^53: Lua numbers are float64, exact for integers below it.
 	maxExact = 1 << 53
 	// maxPQ bounds the rate fraction's numerator and denominator.
@@ -259,15 +258,14 @@ func lowerFraction(r *big.Rat, qmax, pmax *big.Int) (p, q *big.Int, exact bool) 
 // settings is a validated Config with its defaults applied.
 type settings struct {
 	Config
-	u units
-	// fallbackConfig is the fallback engine's, with OnFailure Fallback;
-	// fallback is that engine, once validate has built it.
-	fallbackConfig engine.Config
-	fallback       *engine.Engine
-	capArg         string
-	pArg           string
-	qArg           string
-	fillArg        string
+	// common is what every remote store checks, with the fallback
+	// engine's Config.
+	common  remote.Settings
+	u       units
+	capArg  string
+	pArg    string
+	qArg    string
+	fillArg string
 	// keyBase starts every bucket's key: Prefix and the limit's tag.
 	keyBase  string
 	maxBatch int
@@ -283,42 +281,35 @@ func (c Config) Check() error {
 	return err
 }
 
-// validate checks c, applies its defaults, and builds the fallback engine
-// if OnFailure is Fallback.
-func (c Config) validate() (*settings, error) {
+// validate checks c, applies its defaults, and builds the Limiter's core:
+// the breaker and, if OnFailure is Fallback, the fallback engine.
+func (c Config) validate() (*settings, *remote.Core, error) {
 	s, err := c.settings()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if s.OnFailure == Fallback {
-		// settings checked the fallback's limit as engine.New checks it.
-		if s.fallback, err = engine.New(s.fallbackConfig); err != nil {
-			return nil, fmt.Errorf("%w: the fallback engine: %w", ErrInvalidConfig, err)
-		}
+	core, err := remote.NewCore(s.common, ErrBreakerOpen)
+	if err != nil {
+		return nil, nil, err
 	}
-	return s, nil
+	return s, core, nil
 }
 
 // settings checks c and applies its defaults, without building anything.
 // The checks run in the order of Config's fields, so that the error names
 // the first field that is wrong.
 func (c Config) settings() (*settings, error) {
-	if err := engine.CheckLimit(c.Limit, c.Burst); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	s := &settings{Config: c, common: remote.Settings{Invalid: ErrInvalidConfig,
+		Limit: c.Limit, Burst: c.Burst, Timeout: c.Timeout,
+		OnFailure: c.OnFailure, FallbackShare: c.FallbackShare, FallbackMaxKeys: c.FallbackMaxKeys, FallbackPeers: c.FallbackPeers,
+		BreakAfter: c.BreakAfter, BreakFor: c.BreakFor}}
+	common := &s.common
+	err := remote.Check(common.CheckLimit, s.applyPrefix, common.CheckTimeout, common.CheckBreaker,
+		s.applyMaxBatch, common.CheckFailure, s.applyUnits)
+	if err != nil {
+		return nil, err
 	}
-	s := &settings{Config: c}
-	for _, apply := range []func(*settings) error{
-		(*settings).applyPrefix,
-		(*settings).applyTimeout,
-		(*settings).applyBreaker,
-		(*settings).applyMaxBatch,
-		(*settings).applyFailure,
-		(*settings).applyUnits,
-	} {
-		if err := apply(s); err != nil {
-			return nil, err
-		}
-	}
+	s.Timeout, s.BreakAfter, s.BreakFor = common.Timeout, common.BreakAfter, common.BreakFor
 	return s, nil
 }
 
@@ -332,30 +323,6 @@ func (s *settings) applyPrefix() error {
 	return nil
 }
 
-func (s *settings) applyTimeout() error {
-	switch {
-	case s.Timeout < 0:
-		return invalid("Timeout must be 0 (default 100ms) or positive, got %v", s.Timeout)
-	case s.Timeout == 0:
-		s.Timeout = DefaultTimeout
-	}
-	return nil
-}
-
-// applyBreaker checks BreakFor and BreakAfter.
-func (s *settings) applyBreaker() error {
-	switch {
-	case s.BreakFor < 0:
-		return invalid("BreakFor must be 0 (default 1s) or positive, got %v", s.BreakFor)
-	case s.BreakFor == 0:
-		s.BreakFor = defaultBreakFor
-	}
-	if s.BreakAfter == 0 {
-		s.BreakAfter = defaultBreakAfter
-	}
-	return nil
-}
-
 func (s *settings) applyMaxBatch() error {
 	switch {
 	case s.MaxBatch < 0 || s.MaxBatch > maxMaxBatch:
@@ -364,17 +331,6 @@ func (s *settings) applyMaxBatch() error {
 		s.MaxBatch = defaultMaxBatch
 	}
 	s.maxBatch = s.MaxBatch
-	return nil
-}
-
-// applyFailure checks OnFailure and the fallback fields, and derives the
-// fallback engine's Config.
-func (s *settings) applyFailure() error {
-	cfg, err := failpolicy.Check(s.OnFailure, s.Limit, s.Burst, s.FallbackShare, s.FallbackMaxKeys, s.FallbackPeers)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	s.fallbackConfig = cfg
 	return nil
 }
 

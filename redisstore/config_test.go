@@ -20,18 +20,19 @@ func TestCheckBuildsNothing(t *testing.T) {
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
+	// settings holds no engine: only validate builds the fallback one.
 	s, err := cfg.settings()
-	if err != nil || s.fallback != nil {
-		t.Fatalf("settings: %v, fallback engine %v; want none built", err, s.fallback)
+	if err != nil {
+		t.Fatalf("settings: %v", err)
 	}
-	if f := s.fallbackConfig; f.Limit != 2.5 || f.Burst != 5 || f.MaxKeys != failpolicy.DefaultFallbackMaxKeys {
+	if f := s.common.FallbackConfig; f.Limit != 2.5 || f.Burst != 5 || f.MaxKeys != failpolicy.DefaultFallbackMaxKeys {
 		t.Fatalf("fallback config %+v", f)
 	}
-	v, err := cfg.validate()
-	if err != nil || v.fallback == nil || v.fallback.Limit() != 2.5 || v.fallback.Burst() != 5 {
-		t.Fatalf("validate: %v, fallback %v; want an engine of 2.5/s and 5", err, v.fallback)
+	_, core, err := cfg.validate()
+	if err != nil || core.Fallback == nil || core.Fallback.Limit() != 2.5 || core.Fallback.Burst() != 5 {
+		t.Fatalf("validate: %v, fallback %v; want an engine of 2.5/s and 5", err, core.Fallback)
 	}
-	v.fallback.Close()
+	core.Close()
 	if got := FailurePolicy(7).String(); got != "FailurePolicy(7)" {
 		t.Errorf("FailurePolicy(7).String() = %q", got)
 	}
@@ -64,7 +65,7 @@ func TestBadConfig(t *testing.T) {
 	} {
 		cfg := good
 		tc.mod(&cfg)
-		_, err := cfg.validate()
+		_, _, err := cfg.validate()
 		if err == nil {
 			t.Errorf("%+v: no error", cfg)
 			continue
@@ -79,7 +80,7 @@ func TestBadConfig(t *testing.T) {
 	if err := good.Check(); err != nil {
 		t.Errorf("Check() of a good Config: %v", err)
 	}
-	s, err := good.validate()
+	s, _, err := good.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestUnitsStayExact(t *testing.T) {
 	var worst float64
 	for _, c := range cases {
 		cfg := Config{Limit: engine.Limit(c.rate), Burst: c.burst}
-		s, err := cfg.validate()
+		s, _, err := cfg.validate()
 		if err != nil {
 			if c.burst/c.rate > 31622400*0.999999 && errors.Is(err, engine.ErrInvalidConfig) {
 				continue // the random case rounded past the engine's fill bound

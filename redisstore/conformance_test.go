@@ -9,6 +9,7 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/engine/limitertest"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // TestConformance runs the engine.Limiter conformance suite against a real
@@ -16,14 +17,14 @@ import (
 // which all its limiters share (so that they accept each other in TakeAll),
 // and every limiter a unique Prefix.
 func TestConformance(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	var n atomic.Int64 // for Prefixes unique on the server
 	for _, tc := range []struct {
 		name string
 		open func(t *testing.T) client
 	}{
-		{"rueidis", func(t *testing.T) client { return rueClient{newRue(t, srv.addr())} }},
-		{"go-redis", func(t *testing.T) client { return goRedisClient{newGoRedis(t, srv.addr())} }},
+		{"rueidis", func(t *testing.T) client { return rueClient{newRue(t, srv.Addr())} }},
+		{"go-redis", func(t *testing.T) client { return goRedisClient{newGoRedis(t, srv.Addr())} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -53,7 +54,7 @@ func TestConformance(t *testing.T) {
 // The Limiters a Store binds (those httplimit gets, whose keys are escaped)
 // pass the suite too.
 func TestStoreConformance(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	var n atomic.Int64
 	var mu sync.Mutex
 	stores := map[*testing.T]*Store{}
@@ -62,7 +63,7 @@ func TestStoreConformance(t *testing.T) {
 			mu.Lock()
 			s, ok := stores[t]
 			if !ok {
-				s = hsStore(t, srv.addr(), StoreOptions{Prefix: "store-conformance:", Timeout: 10 * time.Second})
+				s = hsStore(t, srv.Addr(), StoreOptions{Prefix: "store-conformance:", Timeout: 10 * time.Second})
 				stores[t] = s
 			}
 			mu.Unlock()
@@ -79,7 +80,7 @@ func TestStoreConformance(t *testing.T) {
 // Leased limiters pass the suite with the differences it states for leases:
 // Remaining is the lease's, ResetAfter 0, RetryAfter never early.
 func TestLeasedConformance(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	var n atomic.Int64
 	var mu sync.Mutex
 	clients := map[*testing.T]client{}
@@ -89,7 +90,7 @@ func TestLeasedConformance(t *testing.T) {
 			mu.Lock()
 			c, ok := clients[t]
 			if !ok {
-				c = rueClient{newRue(t, srv.addr())}
+				c = rueClient{newRue(t, srv.Addr())}
 				clients[t] = c
 			}
 			mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/rueidis"
 )
 
@@ -123,8 +124,8 @@ func equivLimiter(t *testing.T, c rueidis.Client, cfg Config, prefix string) *Li
 }
 
 func TestEquivalenceRealServer(t *testing.T) {
-	s := startRedis(t)
-	c := newRue(t, s.addr())
+	s := redistest.Start(t)
+	c := newRue(t, s.Addr())
 	for i, cfg := range equivConfigs {
 		t.Run(fmt.Sprintf("limit=%v,burst=%v", cfg.Limit, cfg.Burst), func(t *testing.T) {
 			l := equivLimiter(t, c, cfg, fmt.Sprintf("eq%d:", i))
@@ -271,16 +272,16 @@ func TestTTLCoversTheRefill(t *testing.T) {
 // (one script per take, given back on denial; the virtual clock stands still
 // during a call, as it does for TakeAllAt).
 func TestTakeAllEquivalence(t *testing.T) {
-	t.Run("one slot", func(t *testing.T) { allowAllEquivalence(t, []string{"{g}:a", "{g}:b", "{g}"}) })
+	t.Run("one slot", func(t *testing.T) { takeAllEquivalence(t, []string{"{g}:a", "{g}:b", "{g}"}) })
 	t.Run("across slots", func(t *testing.T) {
 		if slotOf("{a}") == slotOf("{b}") || slotOf("{b}") == slotOf("{c}") {
 			t.Fatal("keys share a slot; pick others")
 		}
-		allowAllEquivalence(t, []string{"a", "b", "c"})
+		takeAllEquivalence(t, []string{"a", "b", "c"})
 	})
 }
 
-func allowAllEquivalence(t *testing.T, keys []string) {
+func takeAllEquivalence(t *testing.T, keys []string) {
 	m, c := miniRue(t)
 	cfgs := []Config{{Limit: 10, Burst: 3, Prefix: "user:"}, {Limit: 25, Burst: 5.5, Prefix: "tenant:"}}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

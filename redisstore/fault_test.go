@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // Faults: what each failure policy answers when Redis dies, stops, sleeps,
@@ -53,14 +54,14 @@ func tally(l *Limiter, key string, n int) (allowed, errs int) {
 }
 
 func TestServerKilled(t *testing.T) {
-	s := startRedis(t)
-	open, closed, fallback := policies(t, s.addr(), time.Second)
+	s := redistest.Start(t)
+	open, closed, fallback := policies(t, s.Addr(), time.Second)
 	for _, l := range []*Limiter{open, closed, fallback} {
 		if a, e := tally(l, "k", 4); a != 4 || e != 0 {
 			t.Fatalf("%v before the kill: %d allowed, %d errors", l.s.OnFailure, a, e)
 		}
 	}
-	s.kill()
+	s.Kill()
 	if a, e := tally(open, "k", 20); a != 20 || e != 20 {
 		t.Fatalf("fail-open: %d allowed, %d errors of 20, want 20 and 20", a, e)
 	}
@@ -78,7 +79,7 @@ func TestServerKilled(t *testing.T) {
 	}
 	// Back on the same port, empty (no persistence): the client reconnects
 	// and the store decides again.
-	if err := s.start(); err != nil {
+	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	waitHealthy(t, closed, "probe")
@@ -106,8 +107,8 @@ func waitHealthy(t *testing.T, l *Limiter, key string) {
 // fail-closed callers are admitted no more than the bucket held, and every
 // failed call is a denial.
 func TestKilledMidRun(t *testing.T) {
-	s := startRedis(t)
-	_, closed, _ := policies(t, s.addr(), time.Second)
+	s := redistest.Start(t)
+	_, closed, _ := policies(t, s.Addr(), time.Second)
 	var allowed, failedAllowed, errs atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -136,7 +137,7 @@ func TestKilledMidRun(t *testing.T) {
 	for closed.Stats().Allowed < 100 {
 		time.Sleep(time.Millisecond)
 	}
-	s.kill()
+	s.Kill()
 	for closed.Stats().StoreErrors < 50 {
 		time.Sleep(time.Millisecond)
 	}
@@ -155,19 +156,19 @@ func TestKilledMidRun(t *testing.T) {
 // and may run once the server resumes: the store then counts tokens the
 // caller was not given, never the other way round.
 func TestServerStopped(t *testing.T) {
-	s := startRedis(t)
-	open, closed, fallback := policies(t, s.addr(), 300*time.Millisecond)
+	s := redistest.Start(t)
+	open, closed, fallback := policies(t, s.Addr(), 300*time.Millisecond)
 	start := time.Now()
 	for _, l := range []*Limiter{open, closed, fallback} {
 		if a, e := tally(l, "k", 3); a != 3 || e != 0 {
 			t.Fatalf("%v: %d allowed, %d errors", l.s.OnFailure, a, e)
 		}
 	}
-	s.signal(syscall.SIGSTOP)
+	signal(t, s, syscall.SIGSTOP)
 	ao, eo := tally(open, "k", 5)
 	ac, ec := tally(closed, "k", 5)
 	af, ef := tally(fallback, "k", 5)
-	s.signal(syscall.SIGCONT)
+	signal(t, s, syscall.SIGCONT)
 	if ao != 5 || eo != 5 || ac != 0 || ec != 5 || af != 5 || ef != 5 {
 		t.Fatalf("while stopped: open %d/%d, closed %d/%d, fallback %d/%d (allowed/errors of 5)", ao, eo, ac, ec, af, ef)
 	}
@@ -191,9 +192,9 @@ func TestServerStopped(t *testing.T) {
 // failure answered by the policy; one shorter than the deadline is only slow,
 // and the decisions are the store's, exact.
 func TestDebugSleep(t *testing.T) {
-	s := startRedis(t)
-	_, closed, _ := policies(t, s.addr(), 300*time.Millisecond)
-	slowOK, err := New(newRue(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "slow:", Timeout: 5 * time.Second, OnFailure: FailClosed})
+	s := redistest.Start(t)
+	_, closed, _ := policies(t, s.Addr(), 300*time.Millisecond)
+	slowOK, err := New(newRue(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "slow:", Timeout: 5 * time.Second, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestDebugSleep(t *testing.T) {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
-			admin(t, s.addr(), "DEBUG", "SLEEP", seconds)
+			admin(t, s.Addr(), "DEBUG", "SLEEP", seconds)
 		}()
 		for seen := 0; seen < confirm; {
 			select {
@@ -213,7 +214,7 @@ func TestDebugSleep(t *testing.T) {
 				return done
 			default:
 			}
-			if serverBusy(s.addr()) {
+			if serverBusy(s.Addr()) {
 				seen++
 			} else {
 				seen = 0
@@ -223,7 +224,7 @@ func TestDebugSleep(t *testing.T) {
 		return done
 	}
 	// go-redis honours the deadline too, with ContextTimeoutEnabled.
-	gclosed, err := NewGoRedis(newGoRedis(t, s.addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "gr:", Timeout: 300 * time.Millisecond, OnFailure: FailClosed})
+	gclosed, err := NewGoRedis(newGoRedis(t, s.Addr()), Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "gr:", Timeout: 300 * time.Millisecond, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +255,13 @@ func serverBusy(addr string) bool {
 // TestScriptFlush: after SCRIPT FLUSH the first EVALSHA gets NOSCRIPT, the
 // client reloads the script with EVAL, and no take is lost or made twice.
 func TestScriptFlush(t *testing.T) {
-	s := startRedis(t)
+	s := redistest.Start(t)
 	for _, tc := range []struct {
 		name string
 		new  func(Config) (*Limiter, error)
 	}{
-		{"rueidis", func(c Config) (*Limiter, error) { return New(newRue(t, s.addr()), c) }},
-		{"go-redis", func(c Config) (*Limiter, error) { return NewGoRedis(newGoRedis(t, s.addr()), c) }},
+		{"rueidis", func(c Config) (*Limiter, error) { return New(newRue(t, s.Addr()), c) }},
+		{"go-redis", func(c Config) (*Limiter, error) { return NewGoRedis(newGoRedis(t, s.Addr()), c) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := tc.new(Config{Limit: 1.0 / 3600, Burst: 100, Prefix: tc.name + ":", Timeout: 5 * time.Second, OnFailure: FailClosed})
@@ -271,7 +272,7 @@ func TestScriptFlush(t *testing.T) {
 				if a, e := tally(l, "k", 10); a != 10 || e != 0 {
 					t.Fatalf("round %d: %d allowed, %d errors of 10", round, a, e)
 				}
-				admin(t, s.addr(), "SCRIPT", "FLUSH")
+				admin(t, s.Addr(), "SCRIPT", "FLUSH")
 			}
 			left, err := l.Tokens(context.Background(), "k")
 			if err != nil || left != 70 {
@@ -284,13 +285,13 @@ func TestScriptFlush(t *testing.T) {
 // TestBreaker: after BreakAfter consecutive failures the Limiter stops
 // asking Redis and answers by its policy at once, with ErrBreakerOpen.
 func TestBreaker(t *testing.T) {
-	s := startRedis(t)
-	l, err := New(newRue(t, s.addr()), Config{Limit: 1, Burst: 10, Timeout: time.Second,
+	s := redistest.Start(t)
+	l, err := New(newRue(t, s.Addr()), Config{Limit: 1, Burst: 10, Timeout: time.Second,
 		OnFailure: FailClosed, BreakAfter: 3, BreakFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.kill()
+	s.Kill()
 	var breaker int
 	for range 10 {
 		d, err := l.Take(context.Background(), "k", 1)
@@ -311,9 +312,9 @@ func TestBreaker(t *testing.T) {
 // Fallback takes are decided by their local engines all or none, and
 // FailOpen takes are allowed.
 func TestTakeAllOnFailure(t *testing.T) {
-	s := startRedis(t)
-	open, closed, fallback := policies(t, s.addr(), time.Second)
-	s.kill()
+	s := redistest.Start(t)
+	open, closed, fallback := policies(t, s.Addr(), time.Second)
+	s.Kill()
 	out := make([]engine.Decision, 2)
 	k, err := open.TakeAll(context.Background(), []engine.Take{{Limiter: open, Key: "k", N: 1}, {Limiter: closed, Key: "k", N: 1}}, out)
 	if err == nil || k != 1 || out[0].Allowed || out[1].Allowed {
@@ -337,7 +338,7 @@ func TestTakeAllOnFailure(t *testing.T) {
 // fills its table to FallbackMaxKeys and no further, sharing its overflow
 // bucket beyond, instead of growing the process without end.
 func TestFallbackKeysAreBounded(t *testing.T) {
-	dead := "127.0.0.1:" + strconv.Itoa(freePort(t)) // nothing listens
+	dead := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) // nothing listens
 	l, err := NewGoRedis(newGoRedis(t, dead), Config{Limit: 1.0 / 3600, Burst: 10, Timeout: 100 * time.Millisecond,
 		OnFailure: Fallback, FallbackShare: 1, FallbackMaxKeys: 50, BreakAfter: 1, BreakFor: time.Hour})
 	if err != nil {
@@ -354,7 +355,7 @@ func TestFallbackKeysAreBounded(t *testing.T) {
 			allowed++
 		}
 	}
-	if n := l.s.fallback.Len(); n != 50 {
+	if n := l.core.Fallback.Len(); n != 50 {
 		t.Errorf("fallback engine holds %d buckets, want FallbackMaxKeys, 50", n)
 	}
 	if max := 50 + 10; allowed > max {

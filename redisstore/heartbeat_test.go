@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"testing"
 	"time"
 )
@@ -22,12 +23,12 @@ func waitPeers(t *testing.T, s *Store, n int) {
 // and while Redis is away each falls back to 1/N of a rule's burst: two
 // instances of burst 8 admit 4 each, 8 in all, not 16.
 func TestStoreHeartbeatSharesTheFallback(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	opts := StoreOptions{Prefix: "hb:", Timeout: 200 * time.Millisecond, Heartbeat: 20 * time.Millisecond}
-	a := hsStore(t, srv.addr(), opts)
-	b := hsStore(t, srv.addr(), opts)
-	other := hsStore(t, srv.addr(), StoreOptions{Prefix: "elsewhere:", Heartbeat: 20 * time.Millisecond})
-	c := hsStore(t, srv.addr(), opts)
+	a := hsStore(t, srv.Addr(), opts)
+	b := hsStore(t, srv.Addr(), opts)
+	other := hsStore(t, srv.Addr(), StoreOptions{Prefix: "elsewhere:", Heartbeat: 20 * time.Millisecond})
+	c := hsStore(t, srv.Addr(), opts)
 	waitPeers(t, a, 3)
 	waitPeers(t, other, 1)
 	c.Close()
@@ -38,7 +39,7 @@ func TestStoreHeartbeatSharesTheFallback(t *testing.T) {
 	}
 	la := hsLimiter(t, a, hsPerIP(0.001, 8))
 	lb := hsLimiter(t, b, hsPerIP(0.001, 8))
-	srv.kill()
+	srv.Kill()
 	admitted := 0
 	for range 10 {
 		if res := hsCheck(la, "198.51.100.7"); res.Allowed {

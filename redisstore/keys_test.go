@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // Two limiters with different limits on one server, both with the default
@@ -15,8 +16,8 @@ import (
 // state (which once failed as a malformed reply and was answered by the
 // failure policy, admitting), and each decides by its own limit.
 func TestDifferentLimitsNeverShareBuckets(t *testing.T) {
-	srv := startRedis(t)
-	c := newRue(t, srv.addr())
+	srv := redistest.Start(t)
+	c := newRue(t, srv.Addr())
 	big, err := New(c, Config{Limit: 1.0 / 86400, Burst: 100, Timeout: 10 * time.Second, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +58,8 @@ func TestDifferentLimitsNeverShareBuckets(t *testing.T) {
 // Keys with and without a hash tag, keys that spell another's wrapped form,
 // and a long key's digest are distinct buckets.
 func TestKeyFormsCannotCollide(t *testing.T) {
-	srv := startRedis(t)
-	l, err := New(newRue(t, srv.addr()), Config{Limit: 1.0 / 86400, Burst: 1, Timeout: 10 * time.Second, OnFailure: FailClosed})
+	srv := redistest.Start(t)
+	l, err := New(newRue(t, srv.Addr()), Config{Limit: 1.0 / 86400, Burst: 1, Timeout: 10 * time.Second, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +89,14 @@ func TestKeyFormsCannotCollide(t *testing.T) {
 // Megabyte keys cost Redis what short keys cost: 300 of them must not add
 // 300 MB to the server, through a Limiter or through a Store's.
 func TestLongKeysAreBounded(t *testing.T) {
-	srv := startRedis(t)
-	c := newRue(t, srv.addr())
+	srv := redistest.Start(t)
+	c := newRue(t, srv.Addr())
 	l, err := New(c, Config{Limit: 1.0 / 86400, Burst: 2, Timeout: 10 * time.Second, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No heartbeat: its key would count in DBSIZE.
-	hs := hsStore(t, srv.addr(), StoreOptions{Timeout: 10 * time.Second, Heartbeat: -1})
+	hs := hsStore(t, srv.Addr(), StoreOptions{Timeout: 10 * time.Second, Heartbeat: -1})
 	h, err := hs.Bind(engine.Spec{ID: "long#0000000000000001", Name: "long", Limit: 1.0 / 86400, Burst: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestLongKeysAreBounded(t *testing.T) {
 	defer hs.Release(h)
 	used := func() int64 {
 		var n int64
-		info := admin(t, srv.addr(), "INFO", "memory").(string)
+		info := admin(t, srv.Addr(), "INFO", "memory").(string)
 		for line := range strings.SplitSeq(info, "\r\n") {
 			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
 				fmt.Sscan(v, &n)
@@ -126,7 +127,7 @@ func TestLongKeysAreBounded(t *testing.T) {
 			t.Fatalf("Store key %d: denied %d, %v", i, denied, err)
 		}
 	}
-	if keys := admin(t, srv.addr(), "DBSIZE").(int64); keys != 2*n {
+	if keys := admin(t, srv.Addr(), "DBSIZE").(int64); keys != 2*n {
 		t.Errorf("DBSIZE %d, want %d", keys, 2*n)
 	}
 	if grown := used() - before; grown > 2*n*1024 {

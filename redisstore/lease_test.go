@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 func leaseLimiter(t *testing.T, addr string, limit engine.Limit, burst float64) *Limiter {
@@ -35,8 +36,8 @@ func checkBucket(t *testing.T, l *Limiter, what string, g grant) {
 // bucket alone would refill several times, leaves nothing to grant. Released,
 // its unspent tokens return.
 func TestLeaseRefillStopsAtCapacityLessLeased(t *testing.T) {
-	srv := startRedis(t)
-	l := leaseLimiter(t, srv.addr(), 1000, 10) // full again 10 ms after empty
+	srv := redistest.Start(t)
+	l := leaseLimiter(t, srv.Addr(), 1000, 10) // full again 10 ms after empty
 	ctx := context.Background()
 	g, err := l.lease(ctx, "k", 10_000, 1, time.Second, "a", "", 0)
 	if err != nil || g.quanta != 10_000 || g.out != 10_000 || g.tokens != 0 {
@@ -59,8 +60,8 @@ func TestLeaseRefillStopsAtCapacityLessLeased(t *testing.T) {
 // An expired lease's unspent tokens are forfeited, not returned: the
 // instance stopped spending them at its own deadline, which comes first.
 func TestLeaseExpiryForfeits(t *testing.T) {
-	srv := startRedis(t)
-	l := leaseLimiter(t, srv.addr(), 0.001, 10)
+	srv := redistest.Start(t)
+	l := leaseLimiter(t, srv.Addr(), 0.001, 10)
 	ctx := context.Background()
 	if g, err := l.lease(ctx, "k", 10_000, 1, 20*time.Millisecond, "a", "", 0); err != nil || g.quanta != 10_000 {
 		t.Fatalf("lease: %+v, %v", g, err)
@@ -80,13 +81,13 @@ func TestLeaseExpiryForfeits(t *testing.T) {
 // the quanta granted less those given back are at most the capacity plus
 // the refill of the span.
 func TestLeasesNeverMintTokens(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	for _, tc := range []struct {
 		limit engine.Limit
 		burst float64
 	}{{200, 20}, {5000, 50}, {0.5, 5}} {
 		t.Run(fmt.Sprintf("limit=%v/burst=%v", tc.limit, tc.burst), func(t *testing.T) {
-			l := leaseLimiter(t, srv.addr(), tc.limit, tc.burst)
+			l := leaseLimiter(t, srv.Addr(), tc.limit, tc.burst)
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(uint64(tc.limit), 7))
 			type event struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/internal/remote"
 	"github.com/faucetgo/faucet/lease"
 )
 
@@ -67,7 +68,7 @@ func (l *Limiter) ReleaseLease(ctx context.Context, key, id string, unspent uint
 func (l *Limiter) FailLease(key string, n float64, err error) (engine.Decision, error) {
 	var out [1]engine.Decision
 	_, fellBack := l.failed([]engine.Take{{Limiter: l, Key: key, N: n}}, out[:])
-	return out[0], storeError(err, unsent(err), fellBack)
+	return out[0], storeError(err, remote.IsUnsent(err), fellBack)
 }
 
 // public is g in the lease contract's terms.

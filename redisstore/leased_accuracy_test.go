@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // The accuracy of leases across processes: 4 processes × 16 goroutines on
@@ -26,7 +27,7 @@ func TestLeasedAccuracyAcrossProcesses(t *testing.T) {
 		leaseWorker(t)
 		return
 	}
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	const procs, seconds = 4, 8
 	for _, tc := range []struct{ limit, burst float64 }{
 		{100, 100}, {100, 1000}, {10_000, 10_000}, {10_000, 100_000},
@@ -38,7 +39,7 @@ func TestLeasedAccuracyAcrossProcesses(t *testing.T) {
 			errs := make([]error, procs)
 			for i := range procs {
 				cmd := exec.Command(os.Args[0], "-test.run=^TestLeasedAccuracyAcrossProcesses$", "-test.count=1")
-				cmd.Env = append(os.Environ(), "FAUCET_LEASE_WORKER="+strings.Join([]string{srv.addr(), prefix,
+				cmd.Env = append(os.Environ(), "FAUCET_LEASE_WORKER="+strings.Join([]string{srv.Addr(), prefix,
 					strconv.FormatFloat(tc.limit, 'g', -1, 64), strconv.FormatFloat(tc.burst, 'g', -1, 64), strconv.Itoa(seconds)}, " "))
 				cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 				wg.Go(func() { errs[i] = cmd.Run() })
@@ -127,9 +128,9 @@ func TestLeasedDeadInstanceStarvesAtMostALifetime(t *testing.T) {
 		leaseHolder(t)
 		return
 	}
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLeasedDeadInstanceStarvesAtMostALifetime$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "FAUCET_LEASE_HOLDER="+srv.addr())
+	cmd.Env = append(os.Environ(), "FAUCET_LEASE_HOLDER="+srv.Addr())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("holder: %v\n%s", err, out)
@@ -147,7 +148,7 @@ func TestLeasedDeadInstanceStarvesAtMostALifetime(t *testing.T) {
 	if held < 5000 {
 		t.Fatalf("the holder died holding %d quanta, want most of the burst:\n%s", held, out)
 	}
-	l := leaseLimiterPrefix(t, srv.addr(), "dead:", 100, 10)
+	l := leaseLimiterPrefix(t, srv.Addr(), "dead:", 100, 10)
 	g, err := l.lease(context.Background(), "hot", 0, 0, time.Second, "report", "", 0)
 	if err == nil && g.now >= ends.UnixMicro() {
 		t.Fatalf("the check reached Redis %v after the dead holder's lease ended: too slow to see it", time.Duration(g.now-ends.UnixMicro())*time.Microsecond)

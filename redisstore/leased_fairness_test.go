@@ -11,6 +11,7 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // Fairness under leases: three instances keep one key far above its limit;
@@ -22,7 +23,7 @@ import (
 // spent and one fetched ahead), and once demand stops they go back to the
 // shared bucket within half a lifetime.
 func TestLeasedNewcomerGetsItsShare(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	for _, tc := range []struct{ limit, burst float64 }{{100, 100}, {10_000, 10_000}} {
 		t.Run(fmt.Sprintf("limit=%v/burst=%v", tc.limit, tc.burst), func(t *testing.T) {
 			const instances, workers = 4, 4
@@ -30,7 +31,7 @@ func TestLeasedNewcomerGetsItsShare(t *testing.T) {
 			opts := LeaseOptions{Lifetime: lifetime}
 			var ls []*Leased
 			for range instances {
-				l := leaseLimiterPrefix(t, srv.addr(), fmt.Sprintf("fair-%v:", tc.limit), engine.Limit(tc.limit), tc.burst)
+				l := leaseLimiterPrefix(t, srv.Addr(), fmt.Sprintf("fair-%v:", tc.limit), engine.Limit(tc.limit), tc.burst)
 				s, err := NewLeased(l, opts)
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +73,7 @@ func TestLeasedNewcomerGetsItsShare(t *testing.T) {
 				}
 			}
 			// Sample the tokens out in leases while the load runs.
-			probe := leaseLimiterPrefix(t, srv.addr(), fmt.Sprintf("fair-%v:", tc.limit), engine.Limit(tc.limit), tc.burst)
+			probe := leaseLimiterPrefix(t, srv.Addr(), fmt.Sprintf("fair-%v:", tc.limit), engine.Limit(tc.limit), tc.burst)
 			defer probe.Close()
 			var maxOut uint64
 			for time.Since(start) < stopAt {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // limiterOfLeased is the Limiter a Leased limiter leases from.
@@ -32,11 +33,11 @@ func newLeasedOn(t *testing.T, addr string, limit engine.Limit, burst float64, o
 // bound of one bucket, Burst + Limit × span, however their goroutines race;
 // and most of it.
 func TestLeasedInstancesKeepTheBound(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	const limit, burst = 200, 20
 	var instances []*Leased
 	for range 3 {
-		instances = append(instances, newLeasedOn(t, srv.addr(), limit, burst, LeaseOptions{Lifetime: 200 * time.Millisecond, MaxShare: 0.25}))
+		instances = append(instances, newLeasedOn(t, srv.Addr(), limit, burst, LeaseOptions{Lifetime: 200 * time.Millisecond, MaxShare: 0.25}))
 	}
 	var admitted, checks atomic.Int64
 	var wg sync.WaitGroup
@@ -77,8 +78,8 @@ func TestLeasedInstancesKeepTheBound(t *testing.T) {
 // A steady caller is decided locally: after the first leases, Redis sees a
 // small share of the checks.
 func TestLeasedDecidesLocally(t *testing.T) {
-	srv := startRedis(t)
-	s := newLeasedOn(t, srv.addr(), 1e6, 1e6, LeaseOptions{})
+	srv := redistest.Start(t)
+	s := newLeasedOn(t, srv.Addr(), 1e6, 1e6, LeaseOptions{})
 	const n = 20000
 	for i := range n {
 		if d, err := s.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
@@ -98,8 +99,8 @@ func TestLeasedDecidesLocally(t *testing.T) {
 // When the shared bucket cannot grant, the instance denies locally until
 // the bucket can, with a RetryAfter that is never early.
 func TestLeasedDeniesLocallyUntilRetryAfter(t *testing.T) {
-	srv := startRedis(t)
-	s := newLeasedOn(t, srv.addr(), 20, 2, LeaseOptions{MaxShare: 1})
+	srv := redistest.Start(t)
+	s := newLeasedOn(t, srv.Addr(), 20, 2, LeaseOptions{MaxShare: 1})
 	ctx := context.Background()
 	for range 2 {
 		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
@@ -128,8 +129,8 @@ func TestLeasedDeniesLocallyUntilRetryAfter(t *testing.T) {
 // Misuse and bad costs are as every Limiter's: errors, and denials that
 // can never pass.
 func TestLeasedMisuse(t *testing.T) {
-	srv := startRedis(t)
-	s := newLeasedOn(t, srv.addr(), 10, 5, LeaseOptions{})
+	srv := redistest.Start(t)
+	s := newLeasedOn(t, srv.Addr(), 10, 5, LeaseOptions{})
 	ctx := context.Background()
 	if d, err := s.Take(ctx, "k", 6); err != nil || d.Allowed || d.RetryAfter != engine.InfDuration {
 		t.Errorf("cost above the burst: %+v, %v", d, err)
@@ -154,11 +155,11 @@ func TestLeasedMisuse(t *testing.T) {
 // A steady caller below the limit never waits for Redis once its demand is
 // measured: the next lease is fetched when half of the current one is left.
 func TestLeasedFetchesAhead(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	// Leases of at most 100 tokens, and a caller at about 10,000 checks a
 	// second: a lease lasts about 10 ms, and half of one is far more than
 	// a round trip.
-	s := newLeasedOn(t, srv.addr(), 1e5, 1e5, LeaseOptions{MaxShare: 0.001})
+	s := newLeasedOn(t, srv.Addr(), 1e5, 1e5, LeaseOptions{MaxShare: 0.001})
 	const n = 2000
 	for i := range n {
 		if d, err := s.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
@@ -181,8 +182,8 @@ func TestLeasedFetchesAhead(t *testing.T) {
 // runs out, the Limiter's failure policy answers (FailClosed here), with an
 // error that says nothing was taken.
 func TestLeasedOutlivesAStoreFailure(t *testing.T) {
-	srv := startRedis(t)
-	l, err := newLimiter(rueClient{newRue(t, srv.addr())}, Config{Limit: 0.001, Burst: 100, Prefix: "failing:", Timeout: 200 * time.Millisecond, OnFailure: FailClosed})
+	srv := redistest.Start(t)
+	l, err := newLimiter(rueClient{newRue(t, srv.Addr())}, Config{Limit: 0.001, Burst: 100, Prefix: "failing:", Timeout: 200 * time.Millisecond, OnFailure: FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestLeasedOutlivesAStoreFailure(t *testing.T) {
 	if left < 10 {
 		t.Fatalf("the lease holds %d tokens, want most of the burst", left)
 	}
-	srv.kill()
+	srv.Kill()
 	for i := range left {
 		if d, err := s.Take(ctx, "k", 1); err != nil || !d.Allowed {
 			t.Fatalf("check %d of the %d the lease holds, with Redis down: %+v, %v", i, left, d, err)

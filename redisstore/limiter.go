@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
 	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/remote"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -25,9 +23,10 @@ type Limiter struct {
 	c client
 	// conn identifies the client: Limiters with equal conns can be decided
 	// together in one TakeAll.
-	conn    any
-	stats   counters
-	breaker *failpolicy.Breaker
+	conn any
+	// core calls Redis under the deadline and the breaker, counts, and
+	// holds the failure policy's fallback engine.
+	core *remote.Core
 	// batches reports that concurrent Take calls share scripts (see
 	// batch.go): MaxBatch above 1 on a client that is not a cluster's.
 	batches bool
@@ -38,11 +37,6 @@ type Limiter struct {
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
-
-type counters struct {
-	failpolicy.Counters
-	allowed, denied, skipped, scripts atomic.Uint64
-}
 
 // Stats is a snapshot of a Limiter's counters.
 type Stats struct {
@@ -105,17 +99,14 @@ func nilClient(cfg Config) error {
 }
 
 func newLimiter(c client, cfg Config) (*Limiter, error) {
-	s, err := cfg.validate()
+	s, core, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{s: s, c: c, conn: c.conn(), batches: s.maxBatch > 1 && !c.sharded(),
-		breaker: failpolicy.NewBreaker(s.BreakAfter, s.BreakFor)}
-	if t := reflect.TypeOf(l.conn); t == nil || !t.Comparable() {
-		// A client value that cannot be compared cannot be told apart
-		// from another: this Limiter then decides TakeAlls alone.
-		l.conn = l
-	}
+	l := &Limiter{s: s, c: c, core: core, batches: s.maxBatch > 1 && !c.sharded()}
+	// A client value that cannot be compared cannot be told apart from
+	// another: this Limiter then decides TakeAlls alone.
+	l.conn = remote.Conn(c.conn(), l)
 	return l, nil
 }
 
@@ -126,10 +117,7 @@ func (l *Limiter) Close() error {
 	if l == nil {
 		return engine.ErrNilLimiter
 	}
-	if l.s.fallback != nil {
-		return l.s.fallback.Close()
-	}
-	return nil
+	return l.core.Close()
 }
 
 // Limit returns Config.Limit, the refill rate in tokens per second. The
@@ -196,7 +184,7 @@ func (l *Limiter) Take(ctx context.Context, key string, n float64) (engine.Decis
 	if l == nil {
 		return engine.Decision{}, engine.ErrNilLimiter
 	}
-	d, _, err := l.allowOne(ctx, key, n)
+	d, _, err := l.takeOne(ctx, key, n)
 	return d, err
 }
 
@@ -212,47 +200,32 @@ func (l *Limiter) Tokens(ctx context.Context, key string) (float64, error) {
 
 // Stats returns the Limiter's counters.
 func (l *Limiter) Stats() Stats {
-	c := &l.stats
+	c := &l.core.Counters
 	return Stats{
-		Allowed:      c.allowed.Load(),
-		Denied:       c.denied.Load(),
+		Allowed:      c.Allowed.Load(),
+		Denied:       c.Denied.Load(),
 		StoreErrors:  c.StoreErrors.Load(),
 		FailedOpen:   c.FailedOpen.Load(),
 		FailedClosed: c.FailedClosed.Load(),
 		Fallback:     c.Fallback.Load(),
-		Skipped:      c.skipped.Load(),
-		Scripts:      c.scripts.Load(),
+		Skipped:      c.Skipped.Load(),
+		Scripts:      c.Calls.Load(),
 	}
 }
 
-// call runs a script under the Limiter's deadline and keeps the breaker.
-// Its error is an unsentError when the script certainly did not run.
+// call runs a script under the Limiter's deadline and keeps the breaker
+// (remote.Core.Call). Its error is a remote.Unsent when the script
+// certainly did not run.
 func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]int64, error) {
-	if l.breaker.Open() {
-		l.stats.skipped.Add(1)
-		return nil, unsentError{ErrBreakerOpen}
-	}
-	caller := ctx
-	// A caller's own deadline that comes first already bounds the call.
-	if d, ok := ctx.Deadline(); !ok || time.Until(d) > l.s.Timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.s.Timeout)
-		defer cancel()
-	}
 	var v []int64
-	var err error
-	if err = ctx.Err(); err != nil {
-		// Not sent; a failure for the breaker only if the deadline was
-		// the Limiter's (failpolicy.Breaker.Observe).
-		err = unsentError{err}
-	} else {
-		l.stats.scripts.Add(1)
+	err := l.core.Call(ctx, func(ctx context.Context) error {
+		var err error
 		v, err = l.c.run(ctx, s, keys, args)
 		if err != nil && l.c.unsent(err) {
-			err = unsentError{err}
+			err = remote.Unsent{Err: err}
 		}
-	}
-	l.breaker.Observe(caller, err)
+		return err
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -263,14 +236,6 @@ func (l *Limiter) call(ctx context.Context, s script, keys, args []string) ([]in
 // Redis, after Config.BreakAfter consecutive failures. The errors that wrap
 // it also wrap engine.ErrUnavailable.
 var ErrBreakerOpen = fmt.Errorf("redisstore: breaker open after consecutive store failures")
-
-// unsentError is the error of a script that certainly did not run: the
-// breaker answered, the context had ended before it was sent, or the
-// client could not connect, or the server refused it before running it.
-type unsentError struct{ err error }
-
-func (e unsentError) Error() string { return e.err.Error() }
-func (e unsentError) Unwrap() error { return e.err }
 
 // refused reports the errors of one attempt to run a script that mean it
 // did not run: a failed dial (no connection to send it on), and the replies
@@ -296,9 +261,6 @@ func refused(err error) bool {
 	}
 	return false
 }
-
-// unsent reports whether err, from call, is an unsentError.
-func unsent(err error) bool { return errors.As(err, new(unsentError)) }
 
 // storeError is the error a call returns when the store could not decide
 // (failpolicy.Error).

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"bytes"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -93,8 +94,8 @@ func (p *slowProxy) addr() string { return p.ln.Addr().String() }
 // slower than usual but within the deadline give the store's exact
 // decisions.
 func TestSlowResponses(t *testing.T) {
-	s := startRedis(t)
-	p := newSlowProxy(t, s.addr())
+	s := redistest.Start(t)
+	p := newSlowProxy(t, s.Addr())
 	c := newRue(t, p.addr())
 	slow, err := New(c, Config{Limit: 1.0 / 3600, Burst: 10, Prefix: "slow:", Timeout: 5 * time.Second, OnFailure: FailClosed})
 	if err != nil {

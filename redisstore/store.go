@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/remote"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -54,21 +54,17 @@ type StoreOptions struct {
 // client, and the heartbeat that counts the instances sharing it.
 type Store struct {
 	*engine.Pool
-	peers failpolicy.Peers
-	stop  chan struct{}
-	done  sync.WaitGroup
-	once  sync.Once
+	bg *remote.Background
 }
 
 // Peers returns the instances sharing the store as the heartbeats last
 // counted them: the N of FallbackShare 0.
-func (s *Store) Peers() *Peers { return &s.peers }
+func (s *Store) Peers() *Peers { return s.bg.Peers() }
 
 // Close stops the heartbeat and closes every bound Limiter. It does not
 // close the client.
 func (s *Store) Close() error {
-	s.once.Do(func() { close(s.stop) })
-	s.done.Wait()
+	s.bg.Stop()
 	return s.Pool.Close()
 }
 
@@ -118,7 +114,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	}
 	// Checked once, here, rather than on the first Bind: with a limit that
 	// every option combines with.
-	if err := opts.config(engine.Spec{ID: "probe", Limit: 1e9, Burst: 1e9}, &failpolicy.Peers{}).Check(); err != nil {
+	if err := opts.config(remote.ProbeSpec, &failpolicy.Peers{}).Check(); err != nil {
 		return nil, err
 	}
 	if opts.Lease != nil {
@@ -126,9 +122,9 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
-	st := &Store{stop: make(chan struct{})}
+	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
-		l, err := newLimiter(c, opts.config(s, &st.peers))
+		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
 			return nil, err
 		}
@@ -145,13 +141,9 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		}
 		return ls, nil
 	})
-	if beat := failpolicy.HeartbeatEvery(opts.Heartbeat); beat > 0 {
-		st.done.Add(1)
-		go func() {
-			defer st.done.Done()
-			failpolicy.Heartbeat(st.stop, beat, cmp.Or(opts.Timeout, DefaultTimeout), heartbeat(c, opts.Prefix, beat), &st.peers, nil)
-		}()
-	}
+	st.bg.Heartbeat(opts.Heartbeat, cmp.Or(opts.Timeout, DefaultTimeout), func(every time.Duration) failpolicy.Beat {
+		return heartbeat(c, opts.Prefix, every)
+	})
 	return st, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,12 +60,12 @@ func hsCheck(l *httplimit.Middleware, ip string) httplimit.Result {
 // they admit the burst of one rule, exactly, from goroutines racing on both;
 // each alone, on memory stores, would admit it twice.
 func TestStoreSharesBucketsAcrossInstances(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	const burst = 40
 	rule := hsPerIP(1.0/86400, burst)
 	limiters := []*httplimit.Middleware{
-		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
-		hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rule),
+		hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), rule),
+		hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), rule),
 	}
 	if admitted := raceChecks(t, limiters, "198.51.100.7"); admitted != burst {
 		t.Errorf("admitted %d of 160; want exactly the burst, %d", admitted, burst)
@@ -80,7 +81,7 @@ func TestStoreSharesBucketsAcrossInstances(t *testing.T) {
 // remaining tokens (whole: Redis's clock moves on between calls, refilling
 // a little).
 func TestStoreDecidesLikeMemoryStore(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	rules := []httplimit.Rule{
 		hsPerIP(0.01, 5),
 		{Name: "per-path", LimitKeys: []string{"path"}, Rate: 0.01, Burst: 8},
@@ -88,7 +89,7 @@ func TestStoreDecidesLikeMemoryStore(t *testing.T) {
 	mem := httplimit.NewMemoryStore(httplimit.MemoryOptions{})
 	defer mem.Close()
 	lm := hsLimiter(t, mem, rules...)
-	lr := hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), rules...)
+	lr := hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), rules...)
 	ips := []string{"198.51.100.1", "198.51.100.2", "198.51.100.1", "198.51.100.3"}
 	for i := range 24 {
 		ip := ips[i%len(ips)]
@@ -112,26 +113,26 @@ func TestStoreBucketsFollowTheRuleID(t *testing.T) {
 	if _, ok := any(&Limiter{}).(engine.Retuner); ok {
 		t.Fatal("Limiter is an engine.Retuner")
 	}
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	drain := func(l *httplimit.Middleware) (n int) {
 		for hsCheck(l, "198.51.100.9").Allowed {
 			n++
 		}
 		return n
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 3 {
 		t.Fatalf("first drain admitted %d, want 3", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 0 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), hsPerIP(0.001, 3))); n != 0 {
 		t.Errorf("same rule on a new store admitted %d, want 0: the drained bucket is in Redis", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{}), hsPerIP(0.001, 4))); n != 4 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{}), hsPerIP(0.001, 4))); n != 4 {
 		t.Errorf("changed rule admitted %d, want a full bucket of 4", n)
 	}
-	if n := drain(hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
+	if n := drain(hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{Prefix: "other:"}), hsPerIP(0.001, 3))); n != 3 {
 		t.Errorf("same rule under another prefix admitted %d, want 3", n)
 	}
-	l := hsLimiter(t, hsStore(t, srv.addr(), StoreOptions{Prefix: "reload:"}), hsPerIP(0.001, 3))
+	l := hsLimiter(t, hsStore(t, srv.Addr(), StoreOptions{Prefix: "reload:"}), hsPerIP(0.001, 3))
 	drain(l)
 	if err := l.Reload([]httplimit.Rule{hsPerIP(0.001, 5)}); err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestStoreBucketsFollowTheRuleID(t *testing.T) {
 // Keys are escaped: a client cannot reach another client's bucket, nor
 // choose a hash tag, with braces or percent signs in its key.
 func TestStoreKeysCannotCollide(t *testing.T) {
-	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), StoreOptions{})
+	srv := redistest.Start(t)
+	s := hsStore(t, srv.Addr(), StoreOptions{})
 	h, err := s.Bind(engine.Spec{ID: "k#0000000000000001", Name: "k", Limit: 0.001, Burst: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +171,8 @@ func TestStoreKeysCannotCollide(t *testing.T) {
 // TakeAll over several rules is all or nothing, and reports as the memory
 // store does: the denied take, with nothing taken from the others.
 func TestStoreTakeAllIsAllOrNothing(t *testing.T) {
-	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), StoreOptions{})
+	srv := redistest.Start(t)
+	s := hsStore(t, srv.Addr(), StoreOptions{})
 	big, _ := s.Bind(engine.Spec{ID: "big#1", Name: "big", Limit: 0.001, Burst: 10})
 	small, _ := s.Bind(engine.Spec{ID: "small#1", Name: "small", Limit: 0.001, Burst: 2})
 	ctx := context.Background()
@@ -203,8 +204,8 @@ func TestStoreTakeAllIsAllOrNothing(t *testing.T) {
 // Binding an ID twice gives the same Limiter; it goes only when both binds
 // are released, and its buckets stay in Redis.
 func TestStoreBindRelease(t *testing.T) {
-	srv := startRedis(t)
-	s := hsStore(t, srv.addr(), StoreOptions{})
+	srv := redistest.Start(t)
+	s := hsStore(t, srv.Addr(), StoreOptions{})
 	lim := engine.Spec{ID: "r#2", Name: "r", Limit: 0.001, Burst: 1}
 	h1, _ := s.Bind(lim)
 	h2, _ := s.Bind(lim)
@@ -237,17 +238,17 @@ func TestStoreBindRelease(t *testing.T) {
 // lets the local engines decide at FallbackShare of the limit; the errors,
 // which wrap engine.ErrFallback, still reach OnStoreError.
 func TestStoreFailure(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	open := hsPerIP(0.001, 4)
 	open.FailMode = "open"
 	closed := httplimit.Rule{Name: "closed", LimitKeys: []string{"path"}, Rate: 0.001, Burst: 4, FailMode: "closed"}
 	opts := StoreOptions{Timeout: 200 * time.Millisecond}
-	lo := hsLimiter(t, hsStore(t, srv.addr(), opts), open)
-	lc := hsLimiter(t, hsStore(t, srv.addr(), opts), closed)
+	lo := hsLimiter(t, hsStore(t, srv.Addr(), opts), open)
+	lc := hsLimiter(t, hsStore(t, srv.Addr(), opts), closed)
 	var fallbackErrs atomic.Int64
 	fb := opts
 	fb.FallbackShare = 0.5
-	lf := hsLimiterOpts(t, httplimit.Options{Store: hsStore(t, srv.addr(), fb), OnStoreError: func(err error) {
+	lf := hsLimiterOpts(t, httplimit.Options{Store: hsStore(t, srv.Addr(), fb), OnStoreError: func(err error) {
 		if errors.Is(err, engine.ErrFallback) {
 			fallbackErrs.Add(1)
 		}
@@ -255,7 +256,7 @@ func TestStoreFailure(t *testing.T) {
 	if !hsCheck(lo, "198.51.100.1").Allowed || !hsCheck(lc, "198.51.100.1").Allowed || !hsCheck(lf, "198.51.100.2").Allowed {
 		t.Fatal("not admitted while Redis is up")
 	}
-	srv.kill()
+	srv.Kill()
 	for i := range 10 {
 		if res := hsCheck(lo, "198.51.100.1"); !res.Allowed || res.Status != 200 || !res.Policies[0].Unknown {
 			t.Errorf("fail_mode open, request %d: %+v", i, res)
@@ -318,10 +319,10 @@ func TestStoreBadOptions(t *testing.T) {
 // cluster clients share two rules whose buckets lie in different slots, and
 // together admit exactly the smaller burst.
 func TestStoreOnCluster(t *testing.T) {
-	nodes := startCluster(t)
+	nodes := redistest.StartCluster(t)
 	var addrs []string
 	for _, n := range nodes {
-		addrs = append(addrs, n.addr())
+		addrs = append(addrs, n.Addr())
 	}
 	rules := []httplimit.Rule{
 		hsPerIP(1.0/86400, 7),
@@ -360,20 +361,20 @@ func TestStoreOnCluster(t *testing.T) {
 // With leases, two instances on one Redis still enforce one limit: together
 // they admit at most the burst of a rule whose refill is negligible.
 func TestStoreLeasedSharesOneLimit(t *testing.T) {
-	srv := startRedis(t)
+	srv := redistest.Start(t)
 	const burst = 40
 	rule := hsPerIP(1.0/86400, burst)
 	opts := StoreOptions{Lease: &LeaseOptions{}}
 	limiters := []*httplimit.Middleware{
-		hsLimiter(t, hsStore(t, srv.addr(), opts), rule),
-		hsLimiter(t, hsStore(t, srv.addr(), opts), rule),
+		hsLimiter(t, hsStore(t, srv.Addr(), opts), rule),
+		hsLimiter(t, hsStore(t, srv.Addr(), opts), rule),
 	}
 	got := raceChecks(t, limiters, "198.51.100.7")
 	if got > burst || got < burst/2 {
 		t.Errorf("admitted %d of 160 through leases, want at most the burst, %d (and most of it)", got, burst)
 	}
 	t.Logf("admitted %d of the burst of %d", got, burst)
-	if _, err := NewStore(newRue(t, srv.addr()), StoreOptions{Lease: &LeaseOptions{MaxShare: 2}}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewStore(newRue(t, srv.Addr()), StoreOptions{Lease: &LeaseOptions{MaxShare: 2}}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewStore with LeaseOptions.MaxShare 2: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -24,7 +24,7 @@ func TestWaitIsTheFirstRefillInstant(t *testing.T) {
 	checked := 0
 	for _, r := range rates {
 		for _, b := range bursts {
-			st, err := Config{Limit: engine.Limit(r), Burst: b}.validate()
+			st, _, err := Config{Limit: engine.Limit(r), Burst: b}.validate()
 			if err != nil {
 				continue // outside the store's domain (covered by TestBadConfig)
 			}

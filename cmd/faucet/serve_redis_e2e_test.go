@@ -3,55 +3,21 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // startRedisServer runs redis-server without persistence on a free loopback
-// port until the test ends. Without the binary the test skips, or fails
-// when FAUCET_REQUIRE_REDIS=1.
+// port until the test ends (redistest.Start). Without the binary the test
+// skips, or fails when FAUCET_REQUIRE_REDIS=1.
 func startRedisServer(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("FAUCET_REQUIRE_REDIS") == "1" {
-			t.Fatal("FAUCET_REQUIRE_REDIS=1 and redis-server not found: apt-get install -y redis-server")
-		}
-		t.Skip("redis-server not found: apt-get install -y redis-server")
-	}
-	dir := t.TempDir()
-	for range 5 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		_, port, _ := net.SplitHostPort(addr)
-		cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for range 100 {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-				return addr
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-	}
-	t.Fatal("redis-server did not start")
-	return ""
+	return redistest.Start(t).Addr()
 }
 
 // checkVia posts one check for ip to p's check API and returns the decision.

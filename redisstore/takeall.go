@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // TakeAll takes every take's tokens, or none, and fills out as
@@ -55,23 +55,12 @@ func limiterOf(tk *engine.Take) *Limiter {
 
 // checkTakes refuses the calls of TakeAll that are programming errors.
 func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
-	if l == nil {
-		return engine.ErrNilLimiter
-	}
-	if len(out) < len(takes) {
-		return fmt.Errorf("redisstore: %w: %d takes, %d decisions", engine.ErrShortOut, len(takes), len(out))
-	}
-	for i := range takes {
-		switch tl, ok := takes[i].Limiter.(*Limiter); {
-		case takes[i].Limiter == nil || ok && tl == nil:
-			return fmt.Errorf("redisstore: %w: takes[%d]", engine.ErrNilLimiter, i)
-		case !ok:
-			return fmt.Errorf("redisstore: %w: takes[%d] is a %T, not a *redisstore.Limiter", engine.ErrForeignTake, i, takes[i].Limiter)
-		case tl.conn != l.conn:
-			return fmt.Errorf("redisstore: %w: takes[%d] is a Limiter on another client", engine.ErrForeignTake, i)
+	return remote.CheckTakes("redisstore", l, takes, out, func(tl *Limiter) string {
+		if tl.conn != l.conn {
+			return "another client"
 		}
-	}
-	return nil
+		return ""
+	})
 }
 
 // takeAll is TakeAll that also returns the server's time of the (last)
@@ -84,7 +73,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		return -1, now, nil
 	}
 	if len(takes) == 1 {
-		d, now, err := limiterOf(&takes[0]).allowOne(ctx, takes[0].Key, takes[0].N)
+		d, now, err := limiterOf(&takes[0]).takeOne(ctx, takes[0].Key, takes[0].N)
 		out[0] = d
 		if d.Allowed {
 			return -1, now, err
@@ -122,7 +111,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		}
 		denied, now, err = l.script(ctx, calls, out)
 		if err != nil {
-			denied, err = l.fail(takes, out, err, unsent(err) || !anyTakes(calls))
+			denied, err = l.fail(takes, out, err, remote.IsUnsent(err) || !anyTakes(calls))
 			return denied, now, err
 		}
 		if never >= 0 {
@@ -220,7 +209,7 @@ func (l *Limiter) sequence(ctx context.Context, takes []engine.Take, calls []cal
 		}
 		gaveBack := l.giveBack(ctx, calls[:i])
 		if err != nil {
-			denied, err := l.fail(takes, out, err, gaveBack && (unsent(err) || !anyTakes(calls[i:i+1])))
+			denied, err := l.fail(takes, out, err, gaveBack && (remote.IsUnsent(err) || !anyTakes(calls[i:i+1])))
 			return denied, now, err
 		}
 		// Report every other take as denied, its bucket as it is now.
@@ -278,9 +267,9 @@ func (l *Limiter) giveBack(ctx context.Context, calls []call) bool {
 func count(calls []call, out []engine.Decision, denied int) {
 	for i := range calls {
 		if denied < 0 {
-			calls[i].l.stats.allowed.Add(1)
+			calls[i].l.core.Counters.Allowed.Add(1)
 		} else {
-			calls[i].l.stats.denied.Add(1)
+			calls[i].l.core.Counters.Denied.Add(1)
 			out[i].Allowed = false
 		}
 	}
@@ -297,14 +286,10 @@ func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, no
 
 // failed fills out with the policies' answer for a call the store could not
 // decide, counts it, and returns the denied index and whether the local
-// engines decided the whole call (every take's policy is Fallback).
+// engines decided the whole call (remote.Fail).
 func (l *Limiter) failed(takes []engine.Take, out []engine.Decision) (denied int, fellBack bool) {
-	ft := make([]failpolicy.Take, len(takes))
-	for i := range takes {
-		tl := limiterOf(&takes[i])
-		ft[i] = failpolicy.Take{Policy: tl.s.OnFailure, Fallback: tl.s.fallback, Timeout: tl.s.Timeout,
-			Burst: tl.s.Burst, Limit: tl.s.Limit, Peers: tl.s.FallbackPeers, Key: takes[i].Key, N: takes[i].N}
-		tl.stats.Count(tl.s.OnFailure)
-	}
-	return failpolicy.Answer(ft, out)
+	return remote.Fail(takes, out, coreOf)
 }
+
+// coreOf is the core of a take's Limiter.
+func coreOf(tk *engine.Take) *remote.Core { return limiterOf(tk).core }

@@ -1,0 +1,24 @@
+-- refund gives back a take made by a take script: KEYS[1], ARGV capacity,
+-- p, q, fill, cost and the tick the take stored. It returns the cost less the
+-- refill the bucket received since the take (the give-back of
+-- engine.Engine.TakeAllAt), at most up to the capacity, so that the bucket
+-- never holds more than it would had the take never been made. The reply is
+-- {now}.
+
+local cap, p, q, fill, cost, took = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
+local key = KEYS[1]
+local last, tokens = load(key)
+if last ~= nil then
+  local at, tk = advance(last, tokens, now, cap, p, q, fill)
+  local back = cost
+  if at > took then
+    local el = at - took
+    if el > fill then el = fill end
+    local c = credit(took, el, p, q)
+    if c >= back then back = 0 else back = back - c end
+  end
+  if back > 0 and tk < cap then
+    store(key, at, math.min(tk + back, cap), cap, now, p, q)
+  end
+end
+return {now}
