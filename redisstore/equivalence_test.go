@@ -175,7 +175,11 @@ func TestEquivalenceVirtualClock(t *testing.T) {
 			long := min(fill, 30*24*time.Hour)
 			token := min(time.Duration(2e9/float64(cfg.Limit)), 24*time.Hour)
 			rng := rand.New(rand.NewPCG(2, uint64(i)))
-			replay(t, l, cfg, rng, 1200, func() {
+			steps := 1200
+			if testing.Short() {
+				steps = 400
+			}
+			replay(t, l, cfg, rng, steps, func() {
 				var d time.Duration
 				switch rng.IntN(10) {
 				case 0: // back in time
