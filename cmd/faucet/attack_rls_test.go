@@ -12,6 +12,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
 
 // rlsHourly limits each client to 5 requests an hour.
@@ -77,7 +79,7 @@ descriptors:
 	}
 	want := `ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address_203.0.113.9",key2=""} 1`
 	if _, body := get(t, p.adminURL("/metrics")); !strings.Contains(body, want) {
-		t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "total_hits"))
+		t.Errorf("metrics lack %s:\n%s", want, logtest.Grep(body, "total_hits"))
 	}
 	heap := metric(t, p, "go_memstats_heap_inuse_bytes")
 	for i := range 500 {

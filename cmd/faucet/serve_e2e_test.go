@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
 
 // The end-to-end tests build the faucet binary once and run it as a separate
@@ -282,7 +284,7 @@ func TestServeProxyEndToEnd(t *testing.T) {
 	p.waitFor(t, regexp.MustCompile(`reloaded rules.* rules=1`))
 	_, metrics = get(t, p.adminURL("/metrics"))
 	if !strings.Contains(metrics, `faucet_rules_reloads_total{result="error"} 2`) || !strings.Contains(metrics, `faucet_rules_reloads_total{result="success"} 2`) {
-		t.Errorf("reload metrics:\n%s", grepLines(metrics, "reloads"))
+		t.Errorf("reload metrics:\n%s", logtest.Grep(metrics, "reloads"))
 	}
 
 	// Graceful shutdown: a request in flight completes, then exit 0. The
@@ -347,16 +349,6 @@ func drainedOK(field, rest string, drained time.Time) bool {
 	}
 	w, _ := strconv.Atoi(m[1])
 	return w >= drainedWait(drained) && w <= 100
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for l := range strings.SplitSeq(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // Without --upstream: the check API, and the built-in rule (5 rps, burst

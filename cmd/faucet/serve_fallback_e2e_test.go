@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 	"github.com/faucetgo/faucet/pgstore/pgtest"
 )
 
@@ -28,7 +29,7 @@ func waitInstances(t testing.TB, want string, ps ...*proc) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("faucet_store_instances never read %s:\n%s", want, grepLines(body, "faucet_store_instances"))
+				t.Fatalf("faucet_store_instances never read %s:\n%s", want, logtest.Grep(body, "faucet_store_instances"))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -71,7 +72,7 @@ func checkFallsBackByDefault(t *testing.T, a, b *proc, down func()) {
 	for _, p := range []*proc{a, b} {
 		_, body := get(t, p.adminURL("/metrics"))
 		if !strings.Contains(body, `faucet_fallback_decisions_total{rule="per-ip"} 15`) {
-			t.Errorf("metrics:\n%s\nwant 15 fallback decisions", grepLines(body, "faucet_fallback_decisions_total"))
+			t.Errorf("metrics:\n%s\nwant 15 fallback decisions", logtest.Grep(body, "faucet_fallback_decisions_total"))
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
 
 // jwtKey is an ES256 key of the tests' issuer.
@@ -98,7 +100,7 @@ func TestServeJWTEndToEnd(t *testing.T) {
 	_, metrics := get(t, p.adminURL("/metrics"))
 	for _, want := range []string{`faucet_jwt_rejected_total{reason="signature"} 2`, `faucet_jwt_rejected_total{reason="expired"} 0`} {
 		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "faucet_jwt"))
+			t.Errorf("/metrics lacks %s:\n%s", want, logtest.Grep(metrics, "faucet_jwt"))
 		}
 	}
 

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
 
 var rlsAddr = regexp.MustCompile(`\brls_addr"?[=:]"?([^\s"]+)`)
@@ -130,7 +132,7 @@ func TestServeRLSEndToEnd(t *testing.T) {
 		`ratelimit_service_rate_limit_total_hits{domain="http",key1="per-ip",key2=""} 0`,
 	} {
 		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s:\n%s", want, grepLines(body, "ratelimit_service"))
+			t.Errorf("metrics lack %s:\n%s", want, logtest.Grep(body, "ratelimit_service"))
 		}
 	}
 }
@@ -255,7 +257,7 @@ func TestServeRLSAlone(t *testing.T) {
 		t.Errorf("the rate-limit service alone announces HTTP rules:\n%s", log)
 	}
 	if _, body := get(t, p.adminURL("/metrics")); strings.Contains(body, "faucet_decisions_total") {
-		t.Errorf("metrics count decisions of an HTTP rule that is not served:\n%s", grepLines(body, "faucet_decisions_total"))
+		t.Errorf("metrics count decisions of an HTTP rule that is not served:\n%s", logtest.Grep(body, "faucet_decisions_total"))
 	}
 	out, _ := exec.Command(faucetBinary(t), "serve", "--listen", "").CombinedOutput()
 	if !strings.Contains(string(out), "--listen: may be empty only with --rls") {

@@ -1,62 +1,20 @@
 package logthrottle
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
-
-// syncBuffer is a bytes.Buffer that a handler and a throttle's timer may
-// write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLine is the part of a JSON log line the tests read.
-type logLine struct {
-	Msg        string `json:"msg"`
-	Err        string `json:"err"`
-	Suppressed int64  `json:"suppressed"`
-}
-
-func jsonLines(t *testing.T, s string) []logLine {
-	t.Helper()
-	var out []logLine
-	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
-		if l == "" {
-			continue
-		}
-		var ll logLine
-		if err := json.Unmarshal([]byte(l), &ll); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, ll)
-	}
-	return out
-}
 
 // 10,000 errors from 4 goroutines make a line per interval at most, and
 // the lines with their suppressed counts add up to all 10,000.
 func TestThrottledHandlerAccountsForEveryRecord(t *testing.T) {
 	const every = 50 * time.Millisecond
-	var buf syncBuffer
+	var buf logtest.Buffer
 	h := NewHandler(slog.NewJSONHandler(&buf, nil), every)
 	log := slog.New(h).With("component", "test")
 	start := time.Now()
@@ -71,7 +29,7 @@ func TestThrottledHandlerAccountsForEveryRecord(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	h.Flush()
-	lines := jsonLines(t, buf.String())
+	lines := logtest.Lines(t, buf.String())
 	total := int64(len(lines))
 	for _, l := range lines {
 		total += l.Suppressed
@@ -87,7 +45,7 @@ func TestThrottledHandlerAccountsForEveryRecord(t *testing.T) {
 // A run that stops mid-interval is still reported: the timer writes the
 // latest record held back, with the count of the others.
 func TestThrottledHandlerReportsAfterARunStops(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	log := slog.New(NewHandler(slog.NewJSONHandler(&buf, nil), 20*time.Millisecond))
 	for _, e := range []string{"first", "second", "third"} {
 		log.Error("store failed", "err", e)
@@ -96,7 +54,7 @@ func TestThrottledHandlerReportsAfterARunStops(t *testing.T) {
 	for strings.Count(buf.String(), "\n") < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	lines := jsonLines(t, buf.String())
+	lines := logtest.Lines(t, buf.String())
 	if len(lines) != 2 || lines[0].Err != "first" || lines[0].Suppressed != 0 || lines[1].Err != "third" || lines[1].Suppressed != 1 {
 		t.Errorf("lines %+v; want the first error, then the third with 1 suppressed", lines)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 )
 
 // The rules file reloads through package reload: a change applies and
@@ -18,7 +20,7 @@ func TestRulesFileReloadKeepsBucketsAndReportsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rules.json")
 	const ruleA = `{"name":"a","limit_keys":["ip:address"],"algorithm_config":{"rps":0.001,"burst":2}}`
 	writeRules(t, path, `{"rules":[`+ruleA+`]}`)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s := newTestServer(t, &logs, nil, "--rules", path)
 	allowed := func() bool {
 		w := httptest.NewRecorder()
@@ -30,7 +32,7 @@ func TestRulesFileReloadKeepsBucketsAndReportsOnce(t *testing.T) {
 	}
 
 	s.rules.Check(ctx, false)
-	if n := len(jsonLines(t, logs.String())); n != 0 {
+	if n := len(logtest.Lines(t, logs.String())); n != 0 {
 		t.Errorf("a check of an unchanged file logged %d lines:\n%s", n, logs.String())
 	}
 
@@ -48,7 +50,7 @@ func TestRulesFileReloadKeepsBucketsAndReportsOnce(t *testing.T) {
 	s.rules.Check(ctx, false)
 	s.rules.Check(ctx, true) // SIGHUP
 	failed := 0
-	for _, l := range jsonLines(t, logs.String()) {
+	for _, l := range logtest.Lines(t, logs.String()) {
 		if l.Msg == "reload failed, keeping the rules in force" {
 			failed++
 		}
@@ -62,7 +64,7 @@ func TestRulesFileReloadKeepsBucketsAndReportsOnce(t *testing.T) {
 	m := scrape(t, s)
 	for _, want := range []string{`faucet_rules_reloads_total{result="success"} 1`, `faucet_rules_reloads_total{result="error"} 2`} {
 		if !strings.Contains(m, "\n"+want+"\n") {
-			t.Errorf("metrics:\n%s\nwant %s", grepLines(m, "faucet_rules_reloads"), want)
+			t.Errorf("metrics:\n%s\nwant %s", logtest.Grep(m, "faucet_rules_reloads"), want)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -12,10 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/cmd/internal/logtest"
 	"github.com/faucetgo/faucet/cmd/internal/logthrottle"
 	"github.com/faucetgo/faucet/cmd/internal/settings"
 	"github.com/faucetgo/faucet/engine"
@@ -54,58 +53,6 @@ func runArgs(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = Run(args[1:], &out, &errb)
 	return code, out.String(), errb.String()
-}
-
-// syncBuffer is a bytes.Buffer that a handler and a throttle's timer may
-// write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLine is the part of a JSON log line the tests read.
-type logLine struct {
-	Msg        string `json:"msg"`
-	Err        string `json:"err"`
-	Suppressed int64  `json:"suppressed"`
-}
-
-func jsonLines(t *testing.T, s string) []logLine {
-	t.Helper()
-	var out []logLine
-	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
-		if l == "" {
-			continue
-		}
-		var ll logLine
-		if err := json.Unmarshal([]byte(l), &ll); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, ll)
-	}
-	return out
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for l := range strings.SplitSeq(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func writeRules(t testing.TB, path, doc string) {
@@ -156,7 +103,7 @@ func scrape(t *testing.T, s *server) string {
 // faucet_store_errors_total.
 func TestStoreOutageLogsAHandfulAndCountsAll(t *testing.T) {
 	const n = 10_000
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s := newTestServer(t, &logs, failingStore{})
 	start := time.Now()
 	for i := range n {
@@ -168,16 +115,16 @@ func TestStoreOutageLogsAHandfulAndCountsAll(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	lines := jsonLines(t, logs.String())
+	lines := logtest.Lines(t, logs.String())
 	if most := 2 + int(elapsed/logthrottle.Interval); len(lines) > most {
 		t.Errorf("%d failing requests in %v wrote %d log lines, want at most %d", n, elapsed, len(lines), most)
 	}
 	if m := scrape(t, s); !strings.Contains(m, "\nfaucet_store_errors_total 10000\n") {
-		t.Errorf("metrics:\n%s\nwant faucet_store_errors_total 10000", grepLines(m, "faucet_store_errors"))
+		t.Errorf("metrics:\n%s\nwant faucet_store_errors_total 10000", logtest.Grep(m, "faucet_store_errors"))
 	}
 	// Nothing is lost: the lines held back, flushed, account for the rest.
 	s.logs.Flush()
-	lines = jsonLines(t, logs.String())
+	lines = logtest.Lines(t, logs.String())
 	total := int64(0)
 	for _, l := range lines {
 		if !strings.HasPrefix(l.Msg, "bucket store failed") || !strings.Contains(l.Err, "connection refused") {
@@ -240,7 +187,7 @@ func TestFullKeyTableIsLimitedCountedAndLogged(t *testing.T) {
 		{"deny", "key table full: keys without a bucket were denied"},
 	} {
 		t.Run("on-full="+tc.onFull, func(t *testing.T) {
-			var logs syncBuffer
+			var logs logtest.Buffer
 			s := newTestServer(t, &logs, nil, "--rules", rules, "--max-keys", "100", "--on-full", tc.onFull)
 			check := func(key string) bool {
 				w := httptest.NewRecorder()
@@ -264,11 +211,11 @@ func TestFullKeyTableIsLimitedCountedAndLogged(t *testing.T) {
 				t.Errorf("keys that found the table full got %d requests through, want at most %d", admitted, max)
 			}
 			if m := scrape(t, s); !strings.Contains(m, "\nfaucet_overflow_total{rule=\"key\"} 420\n") {
-				t.Errorf("metrics:\n%s\nwant faucet_overflow_total{rule=\"key\"} 420", grepLines(m, "faucet_overflow"))
+				t.Errorf("metrics:\n%s\nwant faucet_overflow_total{rule=\"key\"} 420", logtest.Grep(m, "faucet_overflow"))
 			}
 			s.reportOverflow()
 			s.reportOverflow() // nothing new: no second line
-			lines := jsonLines(t, logs.String())
+			lines := logtest.Lines(t, logs.String())
 			if len(lines) != 1 || lines[0].Msg != tc.line || !strings.Contains(logs.String(), `"requests":420`) {
 				t.Errorf("log:\n%s\nwant one line %q with requests 420", logs.String(), tc.line)
 			}
