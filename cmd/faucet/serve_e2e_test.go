@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -434,6 +435,17 @@ func TestExampleRules(t *testing.T) {
 	code, out, errs := runArgs("serve", "--rules", "rules.example.json", "--validate")
 	if code != 0 || out != "rules.example.json: 4 rules, valid\n" {
 		t.Errorf("exit %d: %q %q", code, out, errs)
+	}
+	file, err := os.ReadFile("rules.example.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, append([]byte("```json\n"), file...)) {
+		t.Error("docs/rules.md does not show rules.example.json as it is")
 	}
 }
 
