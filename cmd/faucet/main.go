@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/faucetgo/faucet/internal/sim"
 )
 
 const usage = `usage: faucet <command> [flags]
@@ -47,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return runServe(args[1:], stdout, stderr)
 	case "sim":
-		return runSim(args[1:], stdout, stderr)
+		return sim.Main("faucet sim", args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
