@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -40,5 +41,22 @@ func TestCommandErrors(t *testing.T) {
 	}
 	if code, out, _ := runArgs("help"); code != 0 || !strings.Contains(out, "sim") {
 		t.Errorf("faucet help: exit %d, %q", code, out)
+	}
+}
+
+// The command draws its chart without a plotting library: faucet serve
+// links none, and faucet sim builds from faucet's root module alone.
+func TestNoPlottingLibrary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "gonum.org/") {
+			t.Errorf("faucet links %s", pkg)
+		}
 	}
 }
