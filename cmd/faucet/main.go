@@ -15,13 +15,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
-	"github.com/faucetgo/faucet/cmd/internal/cli"
 	"github.com/faucetgo/faucet/cmd/internal/runner"
+	"github.com/faucetgo/faucet/internal/sim"
 )
 
 const usage = `usage: faucet <command> [flags]
@@ -49,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return runner.Run(args[1:], stdout, stderr)
 	case "sim":
-		return runSim(args[1:], stdout, stderr)
+		return sim.Main("faucet sim", args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -60,10 +59,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "faucet: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-}
-
-// parseFlags parses a command's flags (see cli.ParseFlags): the command
-// goes on if ok; otherwise it returns code.
-func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
-	return cli.ParseFlags(fs, usage, args, stdout, stderr)
 }

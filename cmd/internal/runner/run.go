@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/faucetgo/faucet/cmd/internal/cli"
 	"github.com/faucetgo/faucet/cmd/internal/reload"
 	"github.com/faucetgo/faucet/cmd/internal/rls"
 	"github.com/faucetgo/faucet/cmd/internal/rulesdb"
 	"github.com/faucetgo/faucet/cmd/internal/settings"
 	"github.com/faucetgo/faucet/httplimit"
+	"github.com/faucetgo/faucet/internal/cli"
 	"github.com/faucetgo/faucet/internal/gcfloor"
 )
 

@@ -1,0 +1,14 @@
+// Package sim is faucet's simulator: it drives one key of an engine with a
+// steady stream of requests on a virtual clock and reports, per interval,
+// how many were admitted and denied and the tokens left; it can change the
+// rate during the run, as engine.SetLimitAt does, and draw the run as an
+// SVG chart.
+//
+// Both the faucet command (faucet sim) and the light sim command at the
+// root of the module run it through Main. It needs nothing but the
+// standard library and the engine, and draws the chart itself, so that
+// trying faucet out compiles no server or plotting dependency.
+//
+// Package sim is an implementation detail of faucet's commands; its API
+// may change without notice.
+package sim

@@ -1,0 +1,196 @@
+package sim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// drawChart writes an SVG of the simulation to path.
+func drawChart(cfg simConfig, res simResult, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := newChart(cfg, res).writeSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Colours and strokes, as SVG style declarations.
+const (
+	admitColor = "#1f77b4"
+	denyColor  = "#d62728"
+	axisStyle  = "fill:none;stroke:#000;stroke-width:0.5"
+	gridStyle  = "fill:none;stroke:#ccc;stroke-width:0.5"
+	lineStyle  = "fill:none;stroke:" + admitColor + ";stroke-width:1;stroke-linejoin:round"
+	rateStyle  = "fill:none;stroke:#000;stroke-width:1.5"
+	markStyle  = "fill:none;stroke:#555;stroke-width:1;stroke-dasharray:4,3"
+	fontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif"
+)
+
+// labelGround is the white behind a label of a change: the marks and the
+// line show through a little.
+const labelGround = "fill:#fff;fill-opacity:0.93"
+
+// writeSVG writes the chart as an SVG document.
+func (c *chart) writeSVG(w io.Writer) error {
+	s := svgWriter{bufio.NewWriter(w)}
+	fmt.Fprintf(s.w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"+
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%spt\" height=\"%spt\" viewBox=\"0 0 %s %s\" font-family=\"%s\">\n",
+		num(chartWidth), num(chartHeight), num(chartWidth), num(chartHeight), fontFamily)
+	s.rect(box{0, 0, chartWidth, chartHeight}, "fill:#fff")
+	s.text((plotLeft+plotRight)/2, 18, "middle", titleSize, c.title)
+
+	top := c.tokens
+	for _, t := range top.xTicks {
+		s.line(top.x(t.value), top.area.minY, top.x(t.value), top.area.maxY, gridStyle)
+	}
+	for _, t := range top.yTicks {
+		s.line(top.area.minX, top.y(t.value), top.area.maxX, top.y(t.value), gridStyle)
+	}
+	s.axes(top)
+	for _, x := range c.changes {
+		s.line(top.x(x), top.area.maxY, top.x(x), top.area.minY, markStyle)
+	}
+	s.polyline(top, c.tokenLine, lineStyle)
+	for i, b := range c.labelBoxes {
+		s.rect(b, labelGround)
+		s.text(b.minX+labelPad, b.minY+labelPad+fontSize, "start", fontSize, c.labels[i])
+	}
+
+	bottom := c.counts
+	s.axes(bottom)
+	s.text((plotLeft+plotRight)/2, chartHeight-8, "middle", axisSize, "time (s)")
+	for _, x := range c.changes {
+		// The marks stop short of the legend, wherever they cross it.
+		px, end := bottom.x(x), bottom.area.minY
+		if px >= c.legend.minX-legendMargin && px <= bottom.area.maxX {
+			end = c.legend.maxY + legendMargin
+		}
+		s.line(px, bottom.area.maxY, px, end, markStyle)
+	}
+	for _, b := range c.bars {
+		if b.count == 0 {
+			continue
+		}
+		color := admitColor
+		if b.denied {
+			color = denyColor
+		}
+		s.rectPath(box{bottom.x(b.from), bottom.y(b.count), bottom.x(b.to), bottom.area.maxY}, "fill:"+color)
+	}
+	s.rateLine(bottom, c.rate, c.ceiling)
+	for i, name := range c.legendNames {
+		y := c.legend.minY + float64(i)*legendRow
+		sw := box{c.legend.minX, y + 2, c.legend.minX + swatchWidth, y + legendRow - 2}
+		switch i {
+		case 0:
+			s.rectPath(sw, "fill:"+admitColor)
+		case 1:
+			s.rectPath(sw, "fill:"+denyColor)
+		default:
+			s.line(sw.minX, (sw.minY+sw.maxY)/2, sw.maxX, (sw.minY+sw.maxY)/2, rateStyle)
+		}
+		s.text(sw.maxX+swatchGap, y+legendRow-3, "start", fontSize, name)
+	}
+	s.w.WriteString("</svg>\n")
+	return s.w.Flush()
+}
+
+// svgWriter writes SVG elements; the first error sticks in the
+// bufio.Writer and comes back from its Flush.
+type svgWriter struct{ w *bufio.Writer }
+
+// num formats a coordinate: two decimals are a hundredth of a point.
+func num(v float64) string {
+	return formatTick(v, 2)
+}
+
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+
+func (s svgWriter) text(x, y float64, anchor string, size float64, text string) {
+	fmt.Fprintf(s.w, "<text x=\"%s\" y=\"%s\" text-anchor=\"%s\" font-size=\"%s\">%s</text>\n",
+		num(x), num(y), anchor, num(size), escaper.Replace(text))
+}
+
+func (s svgWriter) line(x0, y0, x1, y1 float64, style string) {
+	fmt.Fprintf(s.w, "<path d=\"M%s %sL%s %s\" style=\"%s\"/>\n", num(x0), num(y0), num(x1), num(y1), style)
+}
+
+func (s svgWriter) rect(b box, style string) {
+	fmt.Fprintf(s.w, "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" style=\"%s\"/>\n",
+		num(b.minX), num(b.minY), num(b.maxX-b.minX), num(b.maxY-b.minY), style)
+}
+
+// rectPath is a rectangle drawn as a path: the bars and swatches.
+func (s svgWriter) rectPath(b box, style string) {
+	fmt.Fprintf(s.w, "<path d=\"M%s %sH%sV%sH%sZ\" style=\"%s\"/>\n",
+		num(b.minX), num(b.minY), num(b.maxX), num(b.maxY), num(b.minX), style)
+}
+
+func (s svgWriter) polyline(p panel, pts []point, style string) {
+	if len(pts) == 0 {
+		return
+	}
+	s.w.WriteString(`<path d="`)
+	for i, q := range pts {
+		cmd := "L"
+		if i == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(s.w, "%s%s %s", cmd, num(p.x(q.x)), num(p.y(q.y)))
+	}
+	fmt.Fprintf(s.w, "\" style=\"%s\"/>\n", style)
+}
+
+// rateLine draws the rate's steps cut off above ceiling: a level above
+// it is left out, and a step up ends there.
+func (s svgWriter) rateLine(p panel, pts []point, ceiling float64) {
+	var d strings.Builder
+	pen := false
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		if min(a.y, b.y) > ceiling {
+			pen = false
+			continue
+		}
+		a.y, b.y = min(a.y, ceiling), min(b.y, ceiling)
+		if !pen {
+			fmt.Fprintf(&d, "M%s %s", num(p.x(a.x)), num(p.y(a.y)))
+		}
+		fmt.Fprintf(&d, "L%s %s", num(p.x(b.x)), num(p.y(b.y)))
+		// A step up cut off at the ceiling goes on from its top only if
+		// the level after it is drawn.
+		pen = b.y == pts[i].y
+	}
+	if d.Len() > 0 {
+		fmt.Fprintf(s.w, "<path d=\"%s\" style=\"%s\"/>\n", d.String(), rateStyle)
+	}
+}
+
+// axes draws p's left and bottom axes with their ticks, tick labels and
+// the Y axis's name.
+func (s svgWriter) axes(p panel) {
+	const tickLen = 4
+	a := p.area
+	s.line(a.minX, a.minY, a.minX, a.maxY, axisStyle)
+	s.line(a.minX, a.maxY, a.maxX, a.maxY, axisStyle)
+	for _, t := range p.xTicks {
+		x := p.x(t.value)
+		s.line(x, a.maxY, x, a.maxY+tickLen, axisStyle)
+		s.text(x, a.maxY+tickLen+fontSize+1, "middle", fontSize, t.label)
+	}
+	for _, t := range p.yTicks {
+		y := p.y(t.value)
+		s.line(a.minX-tickLen, y, a.minX, y, axisStyle)
+		s.text(a.minX-tickLen-2, y+fontSize*0.35, "end", fontSize, t.label)
+	}
+	x, y := 16.0, (a.minY+a.maxY)/2
+	fmt.Fprintf(s.w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"%s\" transform=\"rotate(-90 %s %s)\">%s</text>\n",
+		num(x), num(y), num(axisSize), num(x), num(y), escaper.Replace(p.yLabel))
+}
