@@ -1,0 +1,3 @@
+// Package cli holds what faucet's commands share in reading their command
+// line.
+package cli
