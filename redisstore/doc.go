@@ -80,7 +80,13 @@
 // tokens per second, the store and
 // an engine given the same times, with an epoch where both grids are on a
 // whole quantum, return identical Decisions; the tests check this on random
-// operation streams, decimal rates included.
+// operation streams, decimal rates included. For a decimal rate that float64
+// holds only approximately (0.1 is a hair above one tenth), the engine's
+// grid, which follows the float64, reaches each whole quantum a hair before
+// the store's decimal one: a bucket found full at the very microsecond the
+// decimal grid is on a whole quantum (one in 10,000 for 0.1) is stamped
+// there by the store and a quantum's refill later by the engine. Both stay
+// at or below an exact bucket; the tests leave such a key for a new one.
 //
 // The one place they part: a bucket's key expires when it is full, and Redis
 // forgets it; if the server's clock then steps back before that instant, the
