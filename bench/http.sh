@@ -8,6 +8,12 @@
 # differ by without costing anything. proxy-linked is the plain proxy built
 # with the libraries faucet serve links (httpload/linked.go): how far it is
 # from proxy is the cost of serve's weight alone, before serve does anything.
+# With nginx installed (Debian's package), NGINX as a plain reverse proxy
+# (nginx), with a limit_req zone that never binds (nginx-limit) and with one
+# of 5 r/s per address that denies almost everything (nginx-deny), the
+# limiter a team at the edge would otherwise keep: 2 workers, keep-alive to
+# the upstream, no access log; its CPU time is the master's and the
+# workers' summed.
 # Writes Go benchmark lines to the file given (default
 # results/<date>-<commit>-http.txt), and httplimit's BenchmarkCheck and
 # BenchmarkCheckCold beside it (-check.txt). Takes about 10 minutes
@@ -18,7 +24,7 @@ commit=$(git rev-parse --short HEAD)
 out=${1:-results/$(date -u +%Y-%m-%d)-$commit-http.txt}
 runs=${RUNS:-8}
 rate=${RATE:-2000}
-conns=${CONNS:-16}
+conns=${CONNS:-16 64}
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
@@ -41,7 +47,45 @@ up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=
 "$tmp/httpload-linked" proxy --listen $pl --upstream http://$up > /dev/null & pids+=($!); pid_linked=$!
 "$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
 "$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
-for a in $up $px $fa $fd $px2 $pl; do
+ng=127.0.0.1:29487 ngl=127.0.0.1:29488 ngd=127.0.0.1:29489
+nginx_targets=()
+if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
+	nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+	mkdir -p "$tmp/nginx"
+	cat > "$tmp/nginx/nginx.conf" <<CONF
+worker_processes 2;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+daemon off;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path $tmp/nginx/body;
+	proxy_temp_path $tmp/nginx/proxy;
+	fastcgi_temp_path $tmp/nginx/fastcgi;
+	uwsgi_temp_path $tmp/nginx/uwsgi;
+	scgi_temp_path $tmp/nginx/scgi;
+	upstream up { server $up; keepalive 64; }
+	limit_req_zone \$binary_remote_addr zone=never:10m rate=1000000r/s;
+	limit_req_zone \$binary_remote_addr zone=deny:10m rate=5r/s;
+	limit_req_status 429;
+	proxy_http_version 1.1;
+	proxy_set_header Connection "";
+	server { listen $ng; location / { proxy_pass http://up; } }
+	server { listen $ngl; location / { limit_req zone=never burst=1000000 nodelay; proxy_pass http://up; } }
+	server { listen $ngd; location / { limit_req zone=deny burst=10 nodelay; proxy_pass http://up; } }
+}
+CONF
+	"$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2> /dev/null & pids+=($!); pid_nginx=$!
+	sleep 1
+	workers=$(pgrep -P "$pid_nginx" | paste -sd+)
+	ngpids="$pid_nginx${workers:++$workers}"
+	nginx_targets=("nginx=http://$ng/x,$ngpids" "nginx-limit=http://$ngl/x,$ngpids" "nginx-deny=http://$ngd/x,$ngpids")
+	nginx_version=$("$nginx_bin" -v 2>&1 | sed 's#.*/##')
+else
+	echo "nginx is not installed (apt-get install -y nginx): no NGINX rows" >&2
+fi
+for a in $up $px $fa $fd $px2 $pl ${nginx_targets[@]:+$ng $ngl}; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done
 
@@ -49,12 +93,15 @@ done
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-	echo "note: rate=$rate req/s open-loop; conns=$conns closed-loop; each round loads proxy, proxy2, proxy-linked, faucet and faucet-deny in turn, 250 ms each, for 25 s after a 1 s warm-up (5 s measured per target), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links"
+	[ -n "${nginx_version:-}" ] && echo "server: nginx $nginx_version"
+	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429); their CPU is the master's and the workers' summed}"
 } > "$out"
-targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked")
+targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "${nginx_targets[@]}")
 bare() {
 	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --rate "$rate" | tee -a "$out"
-	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --conns "$conns" | tee -a "$out"
+	for c in $conns; do
+		"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --conns "$c" | tee -a "$out"
+	done
 }
 for round in $(seq 0 $((runs - 1))); do
 	# The targets take turns a slice at a time, so that whatever else the
@@ -69,7 +116,9 @@ for round in $(seq 0 $((runs - 1))); do
 		args+=(--target "${targets[$(((round + i) % n))]}")
 	done
 	"$tmp/httpload" run "${args[@]}" --rate "$rate" --duration 25s | tee -a "$out"
-	"$tmp/httpload" run "${args[@]}" --conns "$conns" --duration 25s | tee -a "$out"
+	for c in $conns; do
+		"$tmp/httpload" run "${args[@]}" --conns "$c" --duration 25s | tee -a "$out"
+	done
 	if ((round % 2 == 1)); then bare; fi
 done
 # The limiter's own cost per request, without a network: in a tight loop,

@@ -2,11 +2,12 @@ package redisstore
 
 import (
 	"context"
-	"github.com/faucetgo/faucet/redisstore/redistest"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // TestExactAdmissionAcrossClients: four clients (two rueidis, two go-redis,

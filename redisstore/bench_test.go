@@ -3,12 +3,13 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"github.com/faucetgo/faucet/redisstore/redistest"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // BenchmarkTake measures one decision against a local redis-server through

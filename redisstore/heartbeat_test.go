@@ -1,9 +1,10 @@
 package redisstore
 
 import (
-	"github.com/faucetgo/faucet/redisstore/redistest"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // waitPeers waits, at most 10 s, until s counts n instances.

@@ -2,12 +2,13 @@ package redisstore
 
 import (
 	"bytes"
-	"github.com/faucetgo/faucet/redisstore/redistest"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
 // slowProxy forwards loopback TCP to a server and holds every chunk of the

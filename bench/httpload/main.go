@@ -6,11 +6,11 @@
 //	httpload upstream --listen ADDR              a minimal upstream ("ok")
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
 //	                                             (built with -tags linked, in a binary of serve's weight: linked.go)
-//	httpload run --target NAME=URL[,PID] [--target ...] [--rate R | --conns C] --duration D [--slice S]
+//	httpload run --target NAME=URL[,PID[+PID...]] [--target ...] [--rate R | --conns C] --duration D [--slice S]
 //
 // run prints, for each target, one line in Go benchmark format with the
-// requests per second, the latency percentiles and, with a PID, the CPU time
-// the server process PID spent per request while measured (user + system,
+// requests per second, the latency percentiles and, with PIDs, the CPU time
+// the server processes spent per request while measured, summed (user + system,
 // read from the kernel's CPU clock of the process). Several targets are loaded in turn, a slice of --slice each,
 // over the same --duration: what else runs on the machine, and how that
 // changes from one second to the next, then falls on all of them alike. (CPU
@@ -26,7 +26,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/faucetgo/faucet/internal/gcfloor"
 	"io"
 	"net"
 	"net/http"
@@ -41,6 +40,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/faucetgo/faucet/internal/gcfloor"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
@@ -53,7 +54,7 @@ func main() {
 	listen := fs.String("listen", "127.0.0.1:0", "listen address (upstream, proxy)")
 	upstream := fs.String("upstream", "", "upstream URL (proxy)")
 	var targets []*target
-	fs.Func("target", "`NAME=URL[,PID]` to load, and the server process whose CPU time per request to report; repeat it to load several in turn (run)", func(v string) error {
+	fs.Func("target", "`NAME=URL[,PID[+PID...]]` to load, and the server processes whose CPU time per request to report, summed (NGINX's master and workers); repeat it to load several in turn (run)", func(v string) error {
 		t, err := parseTarget(v)
 		if err == nil {
 			targets = append(targets, t)
@@ -148,7 +149,7 @@ func serve(addr string, h http.Handler) {
 // target is one server that run loads, and what it measured of it.
 type target struct {
 	name, url string
-	pid       int
+	pids      []int
 
 	mu              sync.Mutex
 	hist            *hdrhistogram.Histogram
@@ -158,19 +159,22 @@ type target struct {
 	activeNs        time.Duration // time the target was loaded in the measured window
 }
 
-// parseTarget parses --target NAME=URL[,PID].
+// parseTarget parses --target NAME=URL[,PID[+PID...]].
 func parseTarget(s string) (*target, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" || rest == "" {
-		return nil, fmt.Errorf("--target %q: want NAME=URL[,PID]", s)
+		return nil, fmt.Errorf("--target %q: want NAME=URL[,PID[+PID...]]", s)
 	}
 	t := &target{name: name, url: rest, hist: hdrhistogram.New(1_000, 10_000_000_000, 3)} // 1 µs to 10 s, ns
-	if u, p, ok := strings.Cut(rest, ","); ok {
-		pid, err := strconv.Atoi(p)
-		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("--target %q: bad PID", s)
+	if u, ps, ok := strings.Cut(rest, ","); ok {
+		t.url = u
+		for p := range strings.SplitSeq(ps, "+") {
+			pid, err := strconv.Atoi(p)
+			if err != nil || pid <= 0 {
+				return nil, fmt.Errorf("--target %q: bad PID %q", s, p)
+			}
+			t.pids = append(t.pids, pid)
 		}
-		t.url, t.pid = u, pid
 	}
 	return t, nil
 }
@@ -226,11 +230,11 @@ func run(targets []*target, load string, rate, conns int, slice, warmup, duratio
 		defer close(cpuDone)
 		time.Sleep(time.Until(measureFrom))
 		for _, t := range targets {
-			t.cpuFrom = cpuTime(t.pid)
+			t.cpuFrom = cpuTime(t.pids)
 		}
 		time.Sleep(time.Until(end))
 		for _, t := range targets {
-			t.cpu = cpuTime(t.pid) - t.cpuFrom
+			t.cpu = cpuTime(t.pids) - t.cpuFrom
 		}
 	}()
 	var wg sync.WaitGroup
@@ -270,22 +274,29 @@ func run(targets []*target, load string, rate, conns int, slice, warmup, duratio
 		fmt.Printf("BenchmarkHTTP/target=%s/load=%s %d %.0f ns/op %.0f req/s %d p50-ns %d p99-ns %d p99.9-ns %.4f non200/op",
 			t.name, load, t.measured, t.hist.Mean(), float64(t.measured)/t.activeNs.Seconds(),
 			t.hist.ValueAtQuantile(50), t.hist.ValueAtQuantile(99), t.hist.ValueAtQuantile(99.9), float64(t.statusErr+t.errs)/float64(max(t.measured, 1)))
-		if t.pid > 0 {
+		if len(t.pids) > 0 {
 			fmt.Printf(" %.0f server-cpu-ns/op", float64(t.cpu)/float64(max(t.measured, 1)))
 		}
 		fmt.Println()
 	}
 }
 
-// cpuTime is the CPU time (user + system) process pid has run so far, in
-// nanoseconds, its exited threads included, from the kernel's CPU clock of
-// the process: /proc/PID/stat gives the same sum, but in clock ticks of
-// 10 ms, which at 2,000 requests per second over 5 s is 1 µs per request.
-// 0 if pid is 0 or the clock cannot be read.
-func cpuTime(pid int) time.Duration {
-	if pid == 0 {
-		return 0
+// cpuTime is the CPU time (user + system) the processes pids have run so
+// far, summed.
+func cpuTime(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		sum += processCPU(pid)
 	}
+	return sum
+}
+
+// processCPU is the CPU time process pid has run so far, in nanoseconds,
+// its exited threads included, from the kernel's CPU clock of the process:
+// /proc/PID/stat gives the same sum, but in clock ticks of 10 ms, which at
+// 2,000 requests per second over 5 s is 1 µs per request. 0 if the clock
+// cannot be read.
+func processCPU(pid int) time.Duration {
 	// The clock ID of process pid's CPUCLOCK_SCHED clock (see
 	// clock_getcpuclockid(3) and the kernel's posix-timers.h).
 	id := uintptr(^pid<<3 | 2)
