@@ -51,36 +51,45 @@ ng=127.0.0.1:29487 ngl=127.0.0.1:29488 ngd=127.0.0.1:29489
 nginx_targets=()
 if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
 	nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
-	mkdir -p "$tmp/nginx"
-	cat > "$tmp/nginx/nginx.conf" <<CONF
+	# One NGINX per target, so that each one's CPU time is its own.
+	start_nginx() { # name listen limit_req-directive
+		local d="$tmp/nginx-$1"
+		mkdir -p "$d"
+		cat > "$d/nginx.conf" <<CONF
 worker_processes 2;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
 daemon off;
 events { worker_connections 1024; }
 http {
 	access_log off;
-	client_body_temp_path $tmp/nginx/body;
-	proxy_temp_path $tmp/nginx/proxy;
-	fastcgi_temp_path $tmp/nginx/fastcgi;
-	uwsgi_temp_path $tmp/nginx/uwsgi;
-	scgi_temp_path $tmp/nginx/scgi;
+	client_body_temp_path $d/body;
+	proxy_temp_path $d/proxy;
+	fastcgi_temp_path $d/fastcgi;
+	uwsgi_temp_path $d/uwsgi;
+	scgi_temp_path $d/scgi;
 	upstream up { server $up; keepalive 64; }
 	limit_req_zone \$binary_remote_addr zone=never:10m rate=1000000r/s;
 	limit_req_zone \$binary_remote_addr zone=deny:10m rate=5r/s;
 	limit_req_status 429;
 	proxy_http_version 1.1;
 	proxy_set_header Connection "";
-	server { listen $ng; location / { proxy_pass http://up; } }
-	server { listen $ngl; location / { limit_req zone=never burst=1000000 nodelay; proxy_pass http://up; } }
-	server { listen $ngd; location / { limit_req zone=deny burst=10 nodelay; proxy_pass http://up; } }
+	server { listen $2; location / { $3 proxy_pass http://up; } }
 }
 CONF
-	"$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2> /dev/null & pids+=($!); pid_nginx=$!
-	sleep 1
-	workers=$(pgrep -P "$pid_nginx" | paste -sd+)
-	ngpids="$pid_nginx${workers:++$workers}"
-	nginx_targets=("nginx=http://$ng/x,$ngpids" "nginx-limit=http://$ngl/x,$ngpids" "nginx-deny=http://$ngd/x,$ngpids")
+		"$nginx_bin" -c "$d/nginx.conf" -p "$d" 2> /dev/null &
+		pids+=($!)
+		local master=$! workers=""
+		for _ in $(seq 50); do
+			workers=$(pgrep -P "$master" | paste -sd+ || true)
+			[ -n "$workers" ] && break
+			sleep 0.1
+		done
+		nginx_targets+=("$1=http://$2/x,$master${workers:++$workers}")
+	}
+	start_nginx nginx $ng ""
+	start_nginx nginx-limit $ngl "limit_req zone=never burst=1000000 nodelay;"
+	start_nginx nginx-deny $ngd "limit_req zone=deny burst=10 nodelay;"
 	nginx_version=$("$nginx_bin" -v 2>&1 | sed 's#.*/##')
 else
 	echo "nginx is not installed (apt-get install -y nginx): no NGINX rows" >&2
@@ -94,7 +103,7 @@ done
 	echo "goarch: $(go env GOARCH)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	[ -n "${nginx_version:-}" ] && echo "server: nginx $nginx_version"
-	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429); their CPU is the master's and the workers' summed}"
+	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"
 } > "$out"
 targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "${nginx_targets[@]}")
 bare() {
