@@ -21,7 +21,7 @@ func httpSection(dir string) (string, error) {
 	b.WriteString("Medians of the rounds.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
-		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny"} {
+		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "nginx", "nginx-limit", "nginx-deny"} {
 			get := func(unit string) float64 { v, _ := r.medianOf(unit, "bench", "HTTP", "target", t, "load", l); return v }
 			if get("req/s") == 0 {
 				continue
@@ -61,12 +61,41 @@ func httpSection(dir string) (string, error) {
 		fmt.Fprintf(&b, "| %s | %.3f | %.2f | %.3f | %+.1f µs | %s | %s | %s |\n", l, fp/pp,
 			pValue(r, "p99-sec", l), rate("faucet", "proxy"), cpu("faucet", "proxy")*1e6, noise, weight, own)
 	}
+	b.WriteString(nginxTable(r, loads))
 	check, err := checkSection(dir)
 	if err != nil {
 		return "", err
 	}
 	b.WriteString(check)
 	return b.String(), nil
+}
+
+// nginxTable compares faucet serve with NGINX's limit_req, round by round:
+// a rule that never binds (faucet against nginx-limit) and one that denies
+// almost everything (faucet-deny against nginx-deny); "" without NGINX rows.
+func nginxTable(r *results, loads []string) string {
+	var b strings.Builder
+	for _, l := range loads {
+		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "nginx-limit", "load", l); !ok {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nAgainst NGINX's `limit_req` (medians of the rounds' ratios; above 1 faucet serve does better):\n\n")
+			b.WriteString("| load | rule | req/s, faucet / NGINX | CPU per request, NGINX / faucet | p99, NGINX / faucet | NGINX's limit_req against its plain proxy: req/s, CPU |\n|---|---|---|---|---|---|\n")
+		}
+		for _, c := range []struct{ rule, faucet, nginx string }{{"never binds", "faucet", "nginx-limit"}, {"denies", "faucet-deny", "nginx-deny"}} {
+			rate := paired(r, "req/s", l, c.faucet, c.nginx, func(a, b float64) float64 { return a / b })
+			cpu := paired(r, "server-cpu-sec/op", l, c.nginx, c.faucet, func(a, b float64) float64 { return a / b })
+			p99 := paired(r, "p99-sec", l, c.nginx, c.faucet, func(a, b float64) float64 { return a / b })
+			own := "—"
+			if c.nginx == "nginx-limit" {
+				own = fmt.Sprintf("%.3f, %.3f", paired(r, "req/s", l, "nginx-limit", "nginx", func(a, b float64) float64 { return a / b }),
+					paired(r, "server-cpu-sec/op", l, "nginx-limit", "nginx", func(a, b float64) float64 { return a / b }))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %s |\n", l, c.rule, rate, cpu, p99, own)
+		}
+	}
+	return b.String()
 }
 
 // checkHeading is the heading of httplimit's BenchmarkCheck.

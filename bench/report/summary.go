@@ -42,6 +42,8 @@ var peerNames = map[string]string{
 	"envoy_ratelimit": "envoyproxy/ratelimit",
 	"for_update":      "SELECT … FOR UPDATE",
 	"proxy":           "plain reverse proxy",
+	"nginx-limit":     "NGINX limit_req",
+	"nginx-deny":      "NGINX limit_req",
 }
 
 // peerOrder is the order of the peers within a summary cell: the standard
@@ -201,8 +203,18 @@ func httpSummary(dir string) ([]summaryRow, error) {
 			if f == 0 || x == 0 {
 				continue
 			}
-			rows = append(rows, summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections: requests/s",
-				faucet: fmt.Sprintf("%.0f req/s", f), against: []versus{{peer: peerName("proxy"), x: x}}, section: httpHeading, label: "HTTP"})
+			row := summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections: requests/s",
+				faucet: fmt.Sprintf("%.0f req/s", f), against: []versus{{peer: peerName("proxy"), x: x}}, section: httpHeading, label: "HTTP"}
+			if n := paired(r, "req/s", l, "faucet", "nginx-limit", func(a, b float64) float64 { return a / b }); n != 0 {
+				row.against = append(row.against, versus{peer: peerName("nginx-limit"), x: n})
+			}
+			rows = append(rows, row)
+			if fd, _ := r.medianOf("req/s", "bench", "HTTP", "target", "faucet-deny", "load", l); fd != 0 {
+				if n := paired(r, "req/s", l, "faucet-deny", "nginx-deny", func(a, b float64) float64 { return a / b }); n != 0 {
+					rows = append(rows, summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections, every request denied: 429s/s",
+						faucet: fmt.Sprintf("%.0f req/s", fd), against: []versus{{peer: peerName("nginx-deny"), x: n}}, section: httpHeading, label: "HTTP"})
+				}
+			}
 		}
 	}
 	return rows, nil
