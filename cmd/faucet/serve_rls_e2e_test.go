@@ -170,9 +170,9 @@ func TestServeRLSWithGrpcurl(t *testing.T) {
 	grpcurl, err := exec.LookPath("grpcurl")
 	if err != nil {
 		if os.Getenv("FAUCET_REQUIRE_GRPCURL") == "1" {
-			t.Fatal("FAUCET_REQUIRE_GRPCURL=1 and grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest")
+			t.Fatal("FAUCET_REQUIRE_GRPCURL=1 and grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
 		}
-		t.Skip("grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest")
+		t.Skip("grpcurl not found: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4")
 	}
 	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--rls-headers")
 	req := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "192.0.2.1"}]}]}`

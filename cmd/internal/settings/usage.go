@@ -95,7 +95,7 @@ stay until it is back. --validate reports every bad row.
 
 Unless GOGC is set in the environment, the garbage collector lets the heap
 grow to 16 MiB, or twice what is live if that is more, before it collects:
-Go's default floor of 4 MiB made it run every few hundred requests.
+Go's default floor of 4 MiB would have it run every few hundred requests.
 
 flags:
 `
