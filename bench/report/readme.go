@@ -75,13 +75,16 @@ func relLink(from, doc string) (string, error) {
 // service. The full summary is in BENCHMARKS.md.
 var readmePeers = []string{"x/time/rate", "x/time/rate + xsync.MapOf", "sethvargo/go-limiter", "go-redis/redis_rate", "envoyproxy/ratelimit"}
 
-// readmeTable is the summary cut to the README's peers: a row keeps at most
-// one x/time/rate variant (plain where it ran), and a row with none of
-// the peers, or a store row at its fewest callers, is left out.
+// readmeTable is the summary's brief rows cut to the README's peers: a row
+// keeps at most one x/time/rate variant (plain where it ran), and a row
+// with none of the peers is left out.
 func readmeTable(rows []summaryRow, doc string) string {
 	var b strings.Builder
 	b.WriteString("| scenario | faucet | against | measured in |\n|---|---|---|---|\n")
 	for _, r := range rows {
+		if !r.brief {
+			continue
+		}
 		var cells []string
 		plain := false
 		for _, p := range readmePeers {
@@ -99,7 +102,7 @@ func readmeTable(rows []summaryRow, doc string) string {
 				cells = append(cells, c)
 			}
 		}
-		if len(cells) == 0 || strings.Contains(r.what, ", 1 caller") || strings.Contains(r.what, ", 1 stream") || strings.Contains(r.what, "denied") {
+		if len(cells) == 0 {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | [%s](%s#%s) |\n", r.what, r.faucet, strings.Join(cells, ", "), r.label, doc, anchor(r.section))

@@ -16,6 +16,7 @@ type summaryRow struct {
 	against []versus // in the order the peers are listed
 	section string   // heading of the section the figures come from
 	label   string   // the link's text
+	brief   bool     // also in the README's short table (readmeTable)
 }
 
 // versus is faucet's figure over a peer's, oriented so that above 1 faucet
@@ -86,7 +87,7 @@ func summarize(prefix string) ([]summaryRow, error) {
 			what = fmt.Sprintf(what, procsOf(allow))
 		}
 		row := summaryRow{what: what, faucet: ns(f) + " per check", section: scenHeading(sc.scen),
-			label: "scen=" + sc.scen + ", mode=" + sc.mode}
+			label: "scen=" + sc.scen + ", mode=" + sc.mode, brief: sc.mode == "allow"}
 		ran := allow.impls("bench", "Allow", "scen", sc.scen, "mode", sc.mode)
 		for _, im := range orderPeers(ran) {
 			if p, ok := allow.medianOf("sec/op", "bench", "Allow", "impl", im, "scen", sc.scen, "mode", sc.mode); ok {
@@ -97,7 +98,7 @@ func summarize(prefix string) ([]summaryRow, error) {
 	}
 	if mem, err := load(prefix + "-memory.txt"); err == nil {
 		if fb, ok := mem.medianOf("B/key", "bench", "Memory", "impl", "faucet"); ok {
-			row := summaryRow{what: "memory per live key at 1e6 keys", faucet: fmt.Sprintf("%.1f B", fb), section: memoryHeading, label: "memory"}
+			row := summaryRow{what: "memory per live key at 1e6 keys", faucet: fmt.Sprintf("%.1f B", fb), section: memoryHeading, label: "memory", brief: true}
 			for _, im := range orderPeers(mem.impls("bench", "Memory")) {
 				if v, ok := mem.medianOf("B/key", "bench", "Memory", "impl", im); ok {
 					row.against = append(row.against, versus{peer: peerName(im), x: v / fb})
@@ -132,21 +133,23 @@ func storeSummary(dir string) ([]summaryRow, error) {
 			v, _ := r.medianOf(unit, "bench", bench, "impl", impl, by, c)
 			return v
 		}
-		for _, c := range ends(r.distinct("callers", "bench", "Redis")) {
+		callers := ends(r.distinct("callers", "bench", "Redis"))
+		for i, c := range callers {
 			f, p := get("checks/s", "Redis", "faucet", "callers", c), get("checks/s", "Redis", "redis_rate", "callers", c)
 			if f == 0 || p == 0 {
 				continue
 			}
 			rows = append(rows, summaryRow{what: "Redis store, " + plural(c, "caller"), faucet: fmt.Sprintf("%.0f checks/s", f),
-				against: []versus{{peer: peerName("redis_rate"), x: f / p}}, section: redisHeading, label: "Redis"})
+				against: []versus{{peer: peerName("redis_rate"), x: f / p}}, section: redisHeading, label: "Redis", brief: i == len(callers)-1})
 		}
-		for _, c := range ends(r.distinct("streams", "bench", "RLS")) {
+		streams := ends(r.distinct("streams", "bench", "RLS"))
+		for i, c := range streams {
 			ref := get("checks/s", "RLS", "envoy_ratelimit", "streams", c)
 			fr, fm := get("checks/s", "RLS", "faucet_redis", "streams", c), get("checks/s", "RLS", "faucet", "streams", c)
 			if ref == 0 || fr == 0 {
 				continue
 			}
-			row := summaryRow{what: "Envoy rate-limit service, " + plural(c, "stream"), section: rlsHeading, label: "rate-limit service",
+			row := summaryRow{what: "Envoy rate-limit service, " + plural(c, "stream"), section: rlsHeading, label: "rate-limit service", brief: i == len(streams)-1,
 				faucet:  fmt.Sprintf("%.0f req/s on Redis", fr),
 				against: []versus{{peer: peerName("envoy_ratelimit"), x: fr / ref, note: "faucet on Redis"}}}
 			if fm > 0 {
