@@ -35,23 +35,23 @@ type Metrics struct {
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
 	// names its users' dashboards know: total_hits, over_limit, near_limit,
-	// within_limit, shadow_mode.
-	// A reload replaces them while a scrape may read them.
-	rateLimit atomic.Pointer[[5]*prometheus.Desc]
+	// within_limit, shadow_mode. Built once: reloads and scrapes only read
+	// them.
+	rateLimit [5]*prometheus.Desc
 }
 
 // rateLimitStats are the stats of rateLimit, in its order.
 var rateLimitStats = [5]string{"total_hits", "over_limit", "near_limit", "within_limit", "shadow_mode"}
 
 // rateLimitDescs describes the counters of rateLimitStats.
-func rateLimitDescs() *[5]*prometheus.Desc {
+func rateLimitDescs() [5]*prometheus.Desc {
 	var out [5]*prometheus.Desc
 	for i, name := range rateLimitStats {
 		out[i] = prometheus.NewDesc("ratelimit_service_rate_limit_"+name,
 			"envoyproxy/ratelimit's ratelimit.service.rate_limit.DOMAIN.KEY."+name+", in hits (request costs) for the rate-limit service and in requests for HTTP rules (domain \"http\", key1 the rule's name). key1 is the first level of the key, key2 the rest, joined by dots.",
 			[]string{"domain", "key1", "key2"}, nil)
 	}
-	return &out
+	return out
 }
 
 // New returns serve's metrics, registered and ready to scrape.
@@ -106,7 +106,7 @@ func New() *Metrics {
 			"Requests answered 400 because their path has no canonical form (%00, a malformed escape, and unless the --path flags allow them %2F, %5C, \\, ;); they take no token.",
 			nil, nil),
 	}
-	m.rateLimit.Store(rateLimitDescs())
+	m.rateLimit = rateLimitDescs()
 	m.lastOK.Set(float64(time.Now().Unix()))
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
@@ -172,7 +172,6 @@ func (m *Metrics) WatchConns(name string, c *conncap.Listener) {
 func (m *Metrics) Reloaded(ok bool) {
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()
-		m.rateLimit.Store(rateLimitDescs())
 		m.lastOK.Set(float64(time.Now().Unix()))
 	} else {
 		m.reloads.WithLabelValues("error").Inc()
@@ -190,7 +189,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.rlsOverridesEvicted
 	ch <- m.rlsOverridesRefused
 	ch <- m.invalidPaths
-	for _, d := range m.rateLimit.Load() {
+	ch <- m.fallback
+	for _, d := range m.rateLimit {
 		ch <- d
 	}
 }
@@ -211,9 +211,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			addSeries(series, s.Domain, s.Levels, [5]uint64{s.TotalHits, s.OverLimit, s.NearLimit, s.WithinLimit, s.ShadowMode})
 		}
 	}
-	descs := m.rateLimit.Load()
 	for k, n := range series {
-		for i, d := range descs {
+		for i, d := range m.rateLimit {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n[i]), k[0], k[1], k[2])
 		}
 	}
