@@ -19,10 +19,32 @@ var sqlFiles embed.FS
 // documentation). Anything before a file's first name documents the file.
 type statement struct{ name, text string }
 
-// statementsOf returns the statements of sql/file in order. The files are
-// the package's own: one that does not parse is a bug, and panics, which
-// any test that installs a schema shows.
+// statements holds the statements of every file of sql/, parsed once when
+// the package loads rather than at each sweep or heartbeat.
+var statements = func() map[string][]statement {
+	files, err := sqlFiles.ReadDir("sql")
+	if err != nil {
+		panic(err)
+	}
+	m := make(map[string][]statement, len(files))
+	for _, f := range files {
+		m[f.Name()] = parseStatements(f.Name())
+	}
+	return m
+}()
+
+// statementsOf returns the statements of sql/file in order.
 func statementsOf(file string) []statement {
+	st, ok := statements[file]
+	if !ok {
+		panic("pgstore: no sql/" + file)
+	}
+	return st
+}
+
+// parseStatements parses sql/file. The files are the package's own: one
+// that does not parse is a bug, and panics when the package loads.
+func parseStatements(file string) []statement {
 	b, err := sqlFiles.ReadFile("sql/" + file)
 	if err != nil {
 		panic(err)
