@@ -67,7 +67,7 @@ func (l *Limiter) ReleaseLease(ctx context.Context, key, id string, unspent uint
 // a lease call failed to decide with err (lease.Store).
 func (l *Limiter) FailLease(key string, n float64, err error) (engine.Decision, error) {
 	var out [1]engine.Decision
-	_, fellBack := l.failed([]engine.Take{{Limiter: l, Key: key, N: n}}, out[:])
+	_, fellBack := remote.Fail([]engine.Take{{Limiter: l, Key: key, N: n}}, out[:], coreOf)
 	return out[0], storeError(err, remote.IsUnsent(err), fellBack)
 }
 

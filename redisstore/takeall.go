@@ -280,15 +280,8 @@ func count(calls []call, out []engine.Decision, denied int) {
 // storeError, nothingTaken telling whether the call certainly holds no
 // tokens.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
-	denied, fellBack := l.failed(takes, out)
+	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
-}
-
-// failed fills out with the policies' answer for a call the store could not
-// decide, counts it, and returns the denied index and whether the local
-// engines decided the whole call (remote.Fail).
-func (l *Limiter) failed(takes []engine.Take, out []engine.Decision) (denied int, fellBack bool) {
-	return remote.Fail(takes, out, coreOf)
 }
 
 // coreOf is the core of a take's Limiter.

@@ -27,11 +27,7 @@ func (b *Background) Peers() *failpolicy.Peers { return &b.peers }
 // Go runs loop in a goroutine of its own; loop returns once stop is
 // closed.
 func (b *Background) Go(loop func(stop <-chan struct{})) {
-	b.done.Add(1)
-	go func() {
-		defer b.done.Done()
-		loop(b.stop)
-	}()
+	b.done.Go(func() { loop(b.stop) })
 }
 
 // Heartbeat runs the store's heartbeat every `every` (a Heartbeat option:
