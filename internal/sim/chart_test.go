@@ -33,6 +33,7 @@ func TestChartLayout(t *testing.T) {
 			changes: changesOf(t, time.Minute, "0s=20/s", "56s=1000/s", "60s=1/s")},
 	} {
 		t.Run(fmt.Sprintf("rate=%g,load=%s,interval=%v,changes=%d", cfg.rate, cfg.loadText, cfg.interval, len(cfg.changes)), func(t *testing.T) {
+			cfg.svg = "chart.svg" // samples are kept only for a chart
 			res, err := simulate(cfg)
 			if err != nil {
 				t.Fatal(err)

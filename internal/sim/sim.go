@@ -41,9 +41,8 @@ func (ch limitChange) label() string { return "limit → " + ch.text }
 
 // simInterval is one row of the report.
 type simInterval struct {
-	start, end     time.Duration
-	sent, admitted int
-	denied         int
+	start, end       time.Duration
+	admitted, denied int
 	// tokensLeft is what the bucket holds right after the interval's last
 	// request, or at its end if it had none. The level at the very end
 	// would read as a full token on a drained bucket: the refill reaches
@@ -51,19 +50,22 @@ type simInterval struct {
 	tokensLeft float64
 }
 
+// sent is the interval's requests.
+func (r simInterval) sent() int { return r.admitted + r.denied }
+
 // simSample is the state right after one request, for the chart.
 type simSample struct {
-	at      time.Duration
-	tokens  float64
-	allowed bool
+	at     time.Duration
+	tokens float64
 }
 
 type simResult struct {
 	intervals []simInterval
-	samples   []simSample
+	samples   []simSample // only with a chart to draw (--svg)
 }
 
-// maxRequests bounds a simulation's size (memory for the chart's samples).
+// maxRequests bounds a simulation's size (its time, and memory for the
+// chart's samples).
 const maxRequests = 10_000_000
 
 func (c simConfig) check() error {
@@ -208,7 +210,7 @@ func simulate(cfg simConfig) (simResult, error) {
 		if err := until(row.end); err != nil {
 			return err
 		}
-		if row.sent == 0 {
+		if row.sent() == 0 {
 			row.tokensLeft = e.TokensAt(clock.Add(row.end), "client")
 		}
 		res.intervals = append(res.intervals, row)
@@ -230,14 +232,15 @@ func simulate(cfg simConfig) (simResult, error) {
 			return simResult{}, err
 		}
 		d := e.AllowAt(clock.Add(at), "client", cfg.cost)
-		row.sent++
 		if d.Allowed {
 			row.admitted++
 		} else {
 			row.denied++
 		}
 		row.tokensLeft = d.Remaining
-		res.samples = append(res.samples, simSample{at: at, tokens: d.Remaining, allowed: d.Allowed})
+		if cfg.svg != "" {
+			res.samples = append(res.samples, simSample{at: at, tokens: d.Remaining})
+		}
 	}
 	for row.start < cfg.duration {
 		if err := flush(); err != nil {
@@ -258,8 +261,8 @@ func report(w io.Writer, cfg simConfig, res simResult) {
 	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens left\t")
 	var sent, admitted, denied int
 	for _, r := range res.intervals {
-		fmt.Fprintf(tw, "%v\t%v\t%d\t%d\t%d\t%.3f\t\n", r.start, r.end, r.sent, r.admitted, r.denied, r.tokensLeft)
-		sent, admitted, denied = sent+r.sent, admitted+r.admitted, denied+r.denied
+		fmt.Fprintf(tw, "%v\t%v\t%d\t%d\t%d\t%.3f\t\n", r.start, r.end, r.sent(), r.admitted, r.denied, r.tokensLeft)
+		sent, admitted, denied = sent+r.sent(), admitted+r.admitted, denied+r.denied
 	}
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t\n", sent, admitted, denied)
 	tw.Flush()
