@@ -95,11 +95,7 @@ func readmeTable(rows []summaryRow, doc string) string {
 				if p == "x/time/rate" {
 					plain = true
 				}
-				c := fmt.Sprintf("%s %.2f×", v.peer, v.x)
-				if v.note != "" {
-					c += " (" + v.note + ")"
-				}
-				cells = append(cells, c)
+				cells = append(cells, v.cell())
 			}
 		}
 		if len(cells) == 0 {

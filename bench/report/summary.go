@@ -51,6 +51,15 @@ var peerNames = map[string]string{
 // library's first, the textbook last.
 var peerOrder = []string{"xtime", "xtime_syncmap", "xtime_xsyncmap", "sethvargo", "juju", "uber", "throttled", "ulule", "textbook"}
 
+// cell is v as a summary table shows it: "x/time/rate 1.74×".
+func (v versus) cell() string {
+	c := fmt.Sprintf("%s %.2f×", v.peer, v.x)
+	if v.note != "" {
+		c += " (" + v.note + ")"
+	}
+	return c
+}
+
 func peerName(impl string) string {
 	if n, ok := peerNames[impl]; ok {
 		return n
@@ -281,11 +290,7 @@ func summaryTable(rows []summaryRow, doc string) string {
 	for _, r := range rows {
 		var cells []string
 		for _, v := range r.against {
-			c := fmt.Sprintf("%s %.2f×", v.peer, v.x)
-			if v.note != "" {
-				c += " (" + v.note + ")"
-			}
-			cells = append(cells, c)
+			cells = append(cells, v.cell())
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | [%s](%s#%s) |\n", r.what, r.faucet, strings.Join(cells, ", "), r.label, doc, anchor(r.section))
 	}
