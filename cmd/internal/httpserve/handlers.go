@@ -13,8 +13,9 @@ import (
 
 // Public is the public listener's handler: /healthz, and the limiter,
 // in front of a reverse proxy to upstream or, when upstream is nil, as
-// the check API at /v1/check.
-func Public(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthrottle.Set) http.Handler {
+// the check API at /v1/check. The function returned closes the proxy's
+// idle upstream connections, once the listener is shut down.
+func Public(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthrottle.Set) (http.Handler, func()) {
 	if upstream == nil {
 		inner := lim.CheckHandler()
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -26,16 +27,17 @@ func Public(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, m *m
 			default:
 				http.NotFound(w, r)
 			}
-		})
+		}), func() {}
 	}
-	inner := lim.Handler(newProxy(upstream, f, lim, m, logs))
+	proxy, closeProxy := newProxy(upstream, f, lim, m, logs)
+	inner := lim.Handler(proxy)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
 			serveHealth(w)
 			return
 		}
 		inner.ServeHTTP(w, r)
-	})
+	}), closeProxy
 }
 
 // Admin is the admin listener's handler: /healthz, and the metrics at

@@ -24,7 +24,8 @@ import (
 // newProxy is a reverse proxy to u that tells it the client's address in
 // X-Forwarded-For: appended to the incoming header when the request comes
 // from a trusted proxy, replacing it otherwise (a client's own header is
-// not passed on as if it were true).
+// not passed on as if it were true). It returns the handler and a
+// function that closes its idle upstream connections.
 //
 // Every step of reaching the upstream is bounded by --upstream-timeout:
 // connecting, the TLS handshake, and the wait for the response header after
@@ -32,17 +33,26 @@ import (
 // each with a problem document that names no address.
 //
 // Requests that would switch protocols pass the gate of tunnels first.
-func newProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set) http.Handler {
+// Those without a body go the direct way when the upstream allows it
+// (directProxy); the others through httputil.ReverseProxy.
+func newProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set) (http.Handler, func()) {
+	return buildProxy(u, f, lim, m, logs, true)
+}
+
+// buildProxy is newProxy, with the direct way only if direct is set: the
+// tests compare the two ways.
+func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set, direct bool) (http.Handler, func()) {
 	d := f.UpstreamTimeout
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = d
 	t.ResponseHeaderTimeout = d
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 1024
-	upstreamLog := logs.Logger("upstream")
+	t.MaxIdleConns = maxIdleUpstreamConns
+	t.MaxIdleConnsPerHost = maxIdleUpstreamConns
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
+	fail := upstreamFailure(d, m, logs)
 	tunnels := newTunnels(f, m)
-	return tunnels.gate(&httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			if lim.FromTrustedProxy(pr.In) {
@@ -56,32 +66,55 @@ func newProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metric
 		ModifyResponse: tunnels.modifyResponse,
 		Transport:      t,
 		BufferPool:     copyBuffers{},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if b, ok := r.Body.(*clientBody); ok && b.failed() != nil {
-				// The client failed to send its body (--read-timeout, or
-				// a broken connection): not the upstream's fault.
-				status := http.StatusBadRequest
-				if isTimeout(b.failed()) {
-					status = http.StatusRequestTimeout
-				}
-				writeProblem(w, status, "The request body did not arrive in full.")
-				return
+		ErrorHandler:   fail,
+		ErrorLog:       logs.ErrorLog("proxy"),
+	}
+	var dp *directProxy
+	if direct {
+		dp = newDirect(u, d, lim.FromTrustedProxy, fail)
+	}
+	if dp == nil {
+		return tunnels.gate(rp), t.CloseIdleConnections
+	}
+	return tunnels.gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dp.eligible(r) {
+			dp.ServeHTTP(w, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})), func() { dp.pool.close(); t.CloseIdleConnections() }
+}
+
+// upstreamFailure returns the answer to a request the upstream failed: a
+// problem document, 504 for a timeout and 502 otherwise, counted and
+// logged; 400 or 408 when it was the client that failed to send its body;
+// a bare 502 when the client is gone.
+func upstreamFailure(d time.Duration, m *metrics.Metrics, logs *logthrottle.Set) func(http.ResponseWriter, *http.Request, error) {
+	upstreamLog := logs.Logger("upstream")
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		if b, ok := r.Body.(*clientBody); ok && b.failed() != nil {
+			// The client failed to send its body (--read-timeout, or
+			// a broken connection): not the upstream's fault.
+			status := http.StatusBadRequest
+			if isTimeout(b.failed()) {
+				status = http.StatusRequestTimeout
 			}
-			if r.Context().Err() != nil {
-				// The client is gone; nobody reads the answer.
-				w.WriteHeader(http.StatusBadGateway)
-				return
-			}
-			status, detail := http.StatusBadGateway, "The upstream server could not be reached, or did not answer with a valid response."
-			if isTimeout(err) {
-				status, detail = http.StatusGatewayTimeout, fmt.Sprintf("The upstream server did not answer within %v.", d)
-			}
-			m.UpstreamErrors.WithLabelValues(strconv.Itoa(status)).Inc()
-			upstreamLog.Warn("upstream failed", "status", status, "method", r.Method, "err", err)
-			writeProblem(w, status, detail)
-		},
-		ErrorLog: logs.ErrorLog("proxy"),
-	})
+			writeProblem(w, status, "The request body did not arrive in full.")
+			return
+		}
+		if r.Context().Err() != nil {
+			// The client is gone; nobody reads the answer.
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		status, detail := http.StatusBadGateway, "The upstream server could not be reached, or did not answer with a valid response."
+		if isTimeout(err) {
+			status, detail = http.StatusGatewayTimeout, fmt.Sprintf("The upstream server did not answer within %v.", d)
+		}
+		m.UpstreamErrors.WithLabelValues(strconv.Itoa(status)).Inc()
+		upstreamLog.Warn("upstream failed", "status", status, "method", r.Method, "err", err)
+		writeProblem(w, status, detail)
+	}
 }
 
 // copyBufferSize is the size of the buffers a proxied response's body is

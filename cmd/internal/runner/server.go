@@ -120,7 +120,9 @@ func (s *server) build(opts httplimit.Options, in inputs) error {
 		if cfg.Upstream != "" {
 			upstream, _ = url.Parse(cfg.Upstream) // validated
 		}
-		s.public = httpserve.Public(lim, upstream, &cfg.HTTP, s.metrics, s.logs)
+		public, closeProxy := httpserve.Public(lim, upstream, &cfg.HTTP, s.metrics, s.logs)
+		s.public = public
+		s.closers.add(quietly(closeProxy))
 	}
 	if in.rls != nil {
 		r, err := rls.New(&cfg.RLS, &cfg.HTTP, in.rls, opts.Store, cfg.JitterSeed, opts.OnStoreError, s.log)
