@@ -15,8 +15,8 @@
 # the upstream, no access log; its CPU time is the master's and the
 # workers' summed.
 # Writes Go benchmark lines to the file given (default
-# results/<date>-<commit>-http.txt), and httplimit's BenchmarkCheck and
-# BenchmarkCheckCold beside it (-check.txt). Takes about 10 minutes
+# results/<date>-<commit>-http.txt), and httplimit's BenchmarkCheck,
+# BenchmarkCheckCold and BenchmarkWriteProblem beside it (-check.txt). Takes about 10 minutes
 # (RUNS=8 rounds).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -137,4 +137,6 @@ check=${out%-http.txt}-check.txt
 (cd .. && go test -run '^$' -bench '^BenchmarkCheck$' -benchmem -count 10 ./httplimit/) | tee "$check"
 (cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=l3$' -benchtime 2000x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 (cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=dram$' -benchtime 100x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
+# What writing a denial's 429 costs, once decided.
+(cd .. && go test -run '^$' -bench '^BenchmarkWriteProblem$' -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 echo "wrote $out and $check"

@@ -93,6 +93,9 @@ type Policy struct {
 	// name, precomputed so that writing headers allocates less; empty in a
 	// Policy built or decoded by a caller, and then computed.
 	policy, quoted string
+	// denial is the rule's precomputed problem body of a 429; nil in a
+	// Policy built or decoded by a caller, whose problem is then built.
+	denial *denialBody
 }
 
 // Check decides on r under the rules in force, takes the tokens of an
@@ -230,7 +233,7 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		p := &res.Policies[i]
 		// Assigned whole: the policy is the scratch's, not a new one.
 		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
-			Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
+			denial: ru.denial, Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
 		why, reason := unclear[i], ReasonAmbiguousValue
 		if why == "" {
 			p.Key = q.key(ru.keys)

@@ -65,6 +65,9 @@ var (
 	hdrState      = textproto.CanonicalMIMEHeaderKey("RateLimit")
 	hdrRetryAfter = textproto.CanonicalMIMEHeaderKey("Retry-After")
 	hdrReason     = textproto.CanonicalMIMEHeaderKey(ReasonHeader)
+	hdrType       = textproto.CanonicalMIMEHeaderKey("Content-Type")
+	hdrLength     = textproto.CanonicalMIMEHeaderKey("Content-Length")
+	hdrCache      = textproto.CanonicalMIMEHeaderKey("Cache-Control")
 	hdrLegacy     = [2][3]string{
 		{textproto.CanonicalMIMEHeaderKey("RateLimit-Limit"), textproto.CanonicalMIMEHeaderKey("RateLimit-Remaining"), textproto.CanonicalMIMEHeaderKey("RateLimit-Reset")},
 		{textproto.CanonicalMIMEHeaderKey("X-RateLimit-Limit"), textproto.CanonicalMIMEHeaderKey("X-RateLimit-Remaining"), textproto.CanonicalMIMEHeaderKey("X-RateLimit-Reset")},
@@ -81,11 +84,24 @@ func (res *Result) WriteHeaders(h http.Header) {
 
 // writeHeaders is WriteHeaders, with the rate-limit values from vals.
 func (res *Result) writeHeaders(h http.Header, vals *headerValues) {
+	shadow := res.writeLimitFields(h, vals)
+	if res.RetryAfter > 0 {
+		h[hdrRetryAfter] = []string{strconv.FormatInt(res.RetryAfter, 10)}
+	}
+	if res.Reason != "" && (shadow || !strings.HasPrefix(res.Reason, ReasonShadowPrefix)) {
+		h[hdrReason] = []string{res.Reason}
+	}
+}
+
+// writeLimitFields writes the fields of writeHeaders that describe the
+// policies (all but Retry-After and the reason), and reports whether shadow
+// rules take part.
+func (res *Result) writeLimitFields(h http.Header, vals *headerValues) (shadow bool) {
 	set := res.Headers
 	if set&^HeadersShadow == 0 {
 		set |= HeadersDraft
 	}
-	shadow := set&HeadersShadow != 0
+	shadow = set&HeadersShadow != 0
 	if set&HeadersDraft != 0 {
 		res.writeDraft(h, vals, shadow)
 	}
@@ -100,12 +116,7 @@ func (res *Result) writeHeaders(h http.Header, vals *headerValues) {
 			h[names[2]] = vals.numberValue(p.FullIn)
 		}
 	}
-	if res.RetryAfter > 0 {
-		h[hdrRetryAfter] = []string{strconv.FormatInt(res.RetryAfter, 10)}
-	}
-	if res.Reason != "" && (shadow || !strings.HasPrefix(res.Reason, ReasonShadowPrefix)) {
-		h[hdrReason] = []string{res.Reason}
-	}
+	return shadow
 }
 
 // shown reports whether the header fields show p: an enforce rule, or a

@@ -217,10 +217,11 @@ type rule struct {
 	match    []matcher
 	cost     costSource
 	shadow   bool
-	closed   bool   // fail_mode closed
-	open     bool   // fail_mode open
-	policy   string // the RateLimit-Policy item, precomputed
-	quoted   string // the name as a structured-field string
+	closed   bool        // fail_mode closed
+	open     bool        // fail_mode open
+	policy   string      // the RateLimit-Policy item, precomputed
+	quoted   string      // the name as a structured-field string
+	denial   *denialBody // the problem body of a denial, precomputed
 	counters *ruleCounters
 }
 
@@ -467,6 +468,7 @@ func (r *rule) compileParts() {
 	r.open = r.FailMode == failOpen
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))
+	r.denial = newDenialBody(r.Name, r.Rate, r.Burst)
 }
 
 // limitID names a rule's buckets (engine.Spec.ID): its name and a hash of

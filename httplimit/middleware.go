@@ -33,7 +33,7 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 		sc := getScratch()
 		res = l.decide(r, sc, -1, false, true)
 		if !res.Allowed {
-			res.WriteProblem(w)
+			res.writeProblem(w, l.values)
 			putScratch(sc)
 			return
 		}

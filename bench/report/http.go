@@ -102,7 +102,8 @@ func nginxTable(r *results, loads []string) string {
 const checkHeading = "The limiter alone: httplimit's BenchmarkCheck"
 
 // checkSection renders the limiter's own cost per request, without a
-// network (httplimit's BenchmarkCheck, run by http.sh), from the newest
+// network (httplimit's BenchmarkCheck, and beside it BenchmarkCheckCold and
+// BenchmarkWriteProblem, run by http.sh), from the newest
 // results/*-check.txt, or "" if there is none.
 func checkSection(dir string) (string, error) {
 	file, _, err := newest(dir, "-check.txt")
