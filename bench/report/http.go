@@ -7,9 +7,10 @@ import (
 )
 
 // httpSection renders the load test of faucet serve from the newest
-// results/*-http.txt (bench/http.sh), and httplimit's BenchmarkCheck from
-// the -check.txt beside it, or "" if there is none. It has its own results
-// file because it runs processes, not go test.
+// results/*-http.txt (bench/http.sh), serve's profiles
+// (bench/httpprofile.sh) and httplimit's BenchmarkCheck from the -check.txt
+// beside it, or "" if there is no -http.txt. It has its own results file
+// because it runs processes, not go test.
 func httpSection(dir string) (string, error) {
 	file, r, err := newest(dir, "-http.txt")
 	if file == "" || err != nil {
@@ -63,6 +64,11 @@ func httpSection(dir string) (string, error) {
 	}
 	b.WriteString(nginxTable(r, loads))
 	b.WriteString(floorTable(r, loads))
+	prof, err := profileSection(dir)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(prof)
 	check, err := checkSection(dir)
 	if err != nil {
 		return "", err
