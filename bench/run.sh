@@ -2,8 +2,8 @@
 # Runs the in-process benchmarks that BENCHMARKS.md reports, 10 times each,
 # stores the raw output under results/ and regenerates ../BENCHMARKS.md and
 # the summary table in ../README.md from it and from the newest results of
-# the other scripts (http.sh, redis.sh, postgres.sh, audit.sh,
-# sharedload.sh).
+# the other scripts (http.sh, httpprofile.sh, redis.sh, postgres.sh,
+# audit.sh, sharedload.sh).
 # Takes about an hour and a half on 2 cores; run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -1,11 +1,12 @@
 // Command httpload measures what faucet serve adds to an HTTP request on
-// loopback. It is three tools in one binary, each meant to run as its own
-// process, so that the load generator, the proxy and the upstream never share
-// a Go runtime:
+// loopback. It is four tools in one binary, each meant to run as its own
+// process, so that the load generator and the servers never share a Go
+// runtime:
 //
 //	httpload upstream --listen ADDR              a minimal upstream ("ok")
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
 //	                                             (built with -tags linked, in a binary of serve's weight: linked.go)
+//	httpload deny --listen ADDR                  a bare server answering every request with faucet serve's 429 (deny.go)
 //	httpload run --target NAME=URL[,PID[+PID...]] [--target ...] [--rate R | --conns C] --duration D [--slice S]
 //
 // run prints, for each target, one line in Go benchmark format with the
@@ -47,11 +48,11 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|deny|run [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("httpload "+os.Args[1], flag.ExitOnError)
-	listen := fs.String("listen", "127.0.0.1:0", "listen address (upstream, proxy)")
+	listen := fs.String("listen", "127.0.0.1:0", "listen address (upstream, proxy, deny)")
 	upstream := fs.String("upstream", "", "upstream URL (proxy)")
 	var targets []*target
 	fs.Func("target", "`NAME=URL[,PID[+PID...]]` to load, and the server processes whose CPU time per request to report, summed (NGINX's master and workers); repeat it to load several in turn (run)", func(v string) error {
@@ -79,6 +80,11 @@ func main() {
 		}
 		gcfloor.Keep()
 		serve(*listen, newProxy(u))
+	case "deny":
+		// The same floor under the heap as serve's, so that the two
+		// collect as often.
+		gcfloor.Keep()
+		serve(*listen, http.HandlerFunc(deny))
 	case "run":
 		if len(targets) == 0 || (*rate > 0) == (*conns > 0) || *slice <= 0 {
 			fmt.Fprintln(os.Stderr, "httpload run: at least one --target, exactly one of --rate, --conns, and a positive --slice")

@@ -7,9 +7,10 @@ import (
 )
 
 // httpSection renders the load test of faucet serve from the newest
-// results/*-http.txt (bench/http.sh), and httplimit's BenchmarkCheck from
-// the -check.txt beside it, or "" if there is none. It has its own results
-// file because it runs processes, not go test.
+// results/*-http.txt (bench/http.sh), serve's profiles
+// (bench/httpprofile.sh) and httplimit's BenchmarkCheck from the -check.txt
+// beside it, or "" if there is no -http.txt. It has its own results file
+// because it runs processes, not go test.
 func httpSection(dir string) (string, error) {
 	file, r, err := newest(dir, "-http.txt")
 	if file == "" || err != nil {
@@ -21,7 +22,7 @@ func httpSection(dir string) (string, error) {
 	b.WriteString("Medians of the rounds.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
-		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "nginx", "nginx-limit", "nginx-deny"} {
+		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "go-429", "nginx", "nginx-limit", "nginx-deny"} {
 			get := func(unit string) float64 { v, _ := r.medianOf(unit, "bench", "HTTP", "target", t, "load", l); return v }
 			if get("req/s") == 0 {
 				continue
@@ -62,6 +63,12 @@ func httpSection(dir string) (string, error) {
 			pValue(r, "p99-sec", l), rate("faucet", "proxy"), cpu("faucet", "proxy")*1e6, noise, weight, own)
 	}
 	b.WriteString(nginxTable(r, loads))
+	b.WriteString(floorTable(r, loads))
+	prof, err := profileSection(dir)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(prof)
 	check, err := checkSection(dir)
 	if err != nil {
 		return "", err
@@ -94,6 +101,32 @@ func nginxTable(r *results, loads []string) string {
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %s |\n", l, c.rule, rate, cpu, p99, own)
 		}
+	}
+	return b.String()
+}
+
+// floorTable compares faucet serve's denial (faucet-deny) with its floor,
+// a bare Go server that writes the same 429 with no limiter (go-429), round
+// by round; "" without go-429 rows.
+func floorTable(r *results, loads []string) string {
+	var b strings.Builder
+	for _, l := range loads {
+		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "go-429", "load", l); !ok {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nThe floor: a bare Go server answering 429 (`go-429`: faucet-deny's status, header fields and body, written\n")
+			b.WriteString("as constants, no limiter; medians of the rounds' ratios and differences, 1 and 0 where faucet serve is at the floor):\n\n")
+			b.WriteString("| load | req/s, faucet-deny / go-429 | CPU per request, go-429 / faucet-deny | CPU per request, faucet-deny − go-429 | NGINX's denial against the floor: req/s, nginx-deny / go-429; CPU, go-429 / nginx-deny |\n|---|---|---|---|---|\n")
+		}
+		div := func(a, b float64) float64 { return a / b }
+		nginx := "—"
+		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "nginx-deny", "load", l); ok {
+			nginx = fmt.Sprintf("%.3f, %.3f", paired(r, "req/s", l, "nginx-deny", "go-429", div), paired(r, "server-cpu-sec/op", l, "go-429", "nginx-deny", div))
+		}
+		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %+.1f µs | %s |\n", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
+			paired(r, "server-cpu-sec/op", l, "go-429", "faucet-deny", div),
+			paired(r, "server-cpu-sec/op", l, "faucet-deny", "go-429", func(a, b float64) float64 { return a - b })*1e6, nginx)
 	}
 	return b.String()
 }

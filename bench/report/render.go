@@ -54,6 +54,7 @@ var methods = map[string]string{
 	floorsHeading:   "floors",
 	httpHeading:     "http-edge",
 	checkHeading:    "http-edge",
+	profileHeading:  "http-edge",
 	redisHeading:    "redis-store",
 	leasedHeading:   "leases",
 	rlsHeading:      "envoy-rate-limit-service",

@@ -45,6 +45,7 @@ var peerNames = map[string]string{
 	"proxy":           "plain reverse proxy",
 	"nginx-limit":     "NGINX limit_req",
 	"nginx-deny":      "NGINX limit_req",
+	"go-429":          "bare Go 429 server",
 }
 
 // peerOrder is the order of the peers within a summary cell: the standard
@@ -212,24 +213,53 @@ func httpSummary(dir string) ([]summaryRow, error) {
 		case strings.HasPrefix(l, "conns"):
 			f, _ := r.medianOf("req/s", "bench", "HTTP", "target", "faucet", "load", l)
 			x := paired(r, "req/s", l, "faucet", "proxy", func(a, b float64) float64 { return a / b })
-			if f == 0 || x == 0 {
-				continue
-			}
-			row := summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections: requests/s",
-				faucet: fmt.Sprintf("%.0f req/s", f), against: []versus{{peer: peerName("proxy"), x: x}}, section: httpHeading, label: "HTTP"}
-			if n := paired(r, "req/s", l, "faucet", "nginx-limit", func(a, b float64) float64 { return a / b }); n != 0 {
-				row.against = append(row.against, versus{peer: peerName("nginx-limit"), x: n})
-			}
-			rows = append(rows, row)
-			if fd, _ := r.medianOf("req/s", "bench", "HTTP", "target", "faucet-deny", "load", l); fd != 0 {
-				if n := paired(r, "req/s", l, "faucet-deny", "nginx-deny", func(a, b float64) float64 { return a / b }); n != 0 {
-					rows = append(rows, summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections, every request denied: 429s/s",
-						faucet: fmt.Sprintf("%.0f req/s", fd), against: []versus{{peer: peerName("nginx-deny"), x: n}}, section: httpHeading, label: "HTTP"})
+			if f != 0 && x != 0 {
+				row := summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections: requests/s",
+					faucet: fmt.Sprintf("%.0f req/s", f), against: []versus{{peer: peerName("proxy"), x: x}}, section: httpHeading, label: "HTTP"}
+				if n := paired(r, "req/s", l, "faucet", "nginx-limit", func(a, b float64) float64 { return a / b }); n != 0 {
+					row.against = append(row.against, versus{peer: peerName("nginx-limit"), x: n})
 				}
+				rows = append(rows, row)
 			}
+			rows = append(rows, denySummary(r, l)...)
 		}
 	}
 	return rows, nil
+}
+
+// denySummary is the rows of faucet serve denying every request, at load l
+// over a fixed number of connections: its 429s per second against NGINX's
+// limit_req and against the floor, a bare Go server writing the same 429
+// (go-429), and, where the floor was measured, its CPU time per 429 against
+// the same two.
+func denySummary(r *results, l string) []summaryRow {
+	fd, _ := r.medianOf("req/s", "bench", "HTTP", "target", "faucet-deny", "load", l)
+	if fd == 0 {
+		return nil
+	}
+	div := func(a, b float64) float64 { return a / b }
+	what := "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections, every request denied: "
+	rate := summaryRow{what: what + "429s/s", faucet: fmt.Sprintf("%.0f req/s", fd), section: httpHeading, label: "HTTP"}
+	for _, peer := range []string{"nginx-deny", "go-429"} {
+		if x := paired(r, "req/s", l, "faucet-deny", peer, div); x != 0 {
+			rate.against = append(rate.against, versus{peer: peerName(peer), x: x})
+		}
+	}
+	if len(rate.against) == 0 {
+		return nil
+	}
+	rows := []summaryRow{rate}
+	cpu, _ := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", "faucet-deny", "load", l)
+	floor := paired(r, "server-cpu-sec/op", l, "go-429", "faucet-deny", div)
+	if cpu == 0 || floor == 0 {
+		return rows
+	}
+	row := summaryRow{what: what + "CPU per 429", faucet: fmt.Sprintf("%.1f µs", cpu*1e6), section: httpHeading, label: "HTTP"}
+	if x := paired(r, "server-cpu-sec/op", l, "nginx-deny", "faucet-deny", div); x != 0 {
+		row.against = append(row.against, versus{peer: peerName("nginx-deny"), x: x})
+	}
+	row.against = append(row.against, versus{peer: peerName("go-429"), x: floor})
+	return append(rows, row)
 }
 
 // orderPeers returns the impls other than faucet's own, in peerOrder and
