@@ -106,6 +106,7 @@ done
 {
 	echo "goos: $(go env GOOS)"
 	echo "goarch: $(go env GOARCH)"
+	echo "recorded: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	[ -n "${nginx_version:-}" ] && echo "server: nginx $nginx_version"
 	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny, go-429${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links; go-429 is a bare Go server answering every request with faucet-deny's 429 (the same header fields and body, pre-rendered, no limiter), the floor under faucet-deny${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"

@@ -218,7 +218,23 @@ func newest(dir, suffix string) (file string, r *results, err error) {
 		return "", nil, nil
 	}
 	sort.Strings(files)
-	file = files[len(files)-1]
-	r, err = load(file)
+	// Names start with the day; of one day's files, the one whose script
+	// recorded the latest time is the newest (a commit hash says nothing of
+	// order), and a file without a time is older than one with.
+	day := func(f string) string { b := filepath.Base(f); return b[:min(len(b), len("2006-01-02"))] }
+	last := files[len(files)-1]
+	file, r, err = last, nil, nil
+	for i := len(files) - 1; i >= 0 && day(files[i]) == day(last); i-- {
+		ri, erri := load(files[i])
+		if erri != nil {
+			if files[i] == last {
+				r, err = ri, erri
+			}
+			continue
+		}
+		if r == nil || ri.config["recorded"] > r.config["recorded"] {
+			file, r, err = files[i], ri, nil
+		}
+	}
 	return file, r, err
 }
