@@ -10,8 +10,11 @@
 # from proxy is the cost of serve's weight alone, before serve does anything.
 # go-429 is a bare Go server (httpload deny) that answers every request with
 # the 429 faucet-deny writes, the same header fields and body, pre-rendered,
-# with no limiter: the floor under serve's denial, what a Go server cannot
-# answer a 429 for less than.
+# with no limiter: the floor under serve's denial, what a server on
+# net/http cannot answer a 429 for less than. fasthttp-429 does the same on
+# fasthttp (httpload fastdeny), and fasthttp-proxy (httpload fastproxy) is
+# a proxy on fasthttp that only adds X-Forwarded-For: what another Go HTTP
+# engine costs for the same two jobs.
 # With nginx installed (Debian's package), NGINX as a plain reverse proxy
 # (nginx), with a limit_req zone that never binds (nginx-limit) and with one
 # of 5 r/s per address that denies almost everything (nginx-deny), the
@@ -44,7 +47,7 @@ JSON
 
 # Below Linux's ephemeral ports (32768 and up), which outgoing connections
 # take.
-up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=127.0.0.1:29485 pl=127.0.0.1:29486 g4=127.0.0.1:29490
+up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=127.0.0.1:29485 pl=127.0.0.1:29486 g4=127.0.0.1:29490 f4=127.0.0.1:29494 fp=127.0.0.1:29495
 "$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
 "$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
 "$tmp/httpload" proxy --listen $px2 --upstream http://$up > /dev/null & pids+=($!); pid_proxy2=$!
@@ -52,6 +55,8 @@ up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=
 "$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
 "$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
 "$tmp/httpload" deny --listen $g4 > /dev/null & pids+=($!); pid_go429=$!
+"$tmp/httpload" fastdeny --listen $f4 > /dev/null & pids+=($!); pid_fast429=$!
+"$tmp/httpload" fastproxy --listen $fp --upstream http://$up > /dev/null & pids+=($!); pid_fastproxy=$!
 ng=127.0.0.1:29487 ngl=127.0.0.1:29488 ngd=127.0.0.1:29489
 nginx_targets=()
 if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then
@@ -99,7 +104,7 @@ CONF
 else
 	echo "nginx is not installed (apt-get install -y nginx): no NGINX rows" >&2
 fi
-for a in $up $px $fa $fd $px2 $pl $g4 ${nginx_targets[@]:+$ng $ngl}; do
+for a in $up $px $fa $fd $px2 $pl $g4 $f4 $fp ${nginx_targets[@]:+$ng $ngl}; do
 	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
 done
 
@@ -109,9 +114,9 @@ done
 	echo "recorded: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	[ -n "${nginx_version:-}" ] && echo "server: nginx $nginx_version"
-	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny, go-429${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links; go-429 is a bare Go server answering every request with faucet-deny's 429 (the same header fields and body, pre-rendered, no limiter), the floor under faucet-deny${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"
+	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny, go-429, fasthttp-429, fasthttp-proxy${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links; go-429 is a bare Go server answering every request with faucet-deny's 429 (the same header fields and body, pre-rendered, no limiter), the floor under faucet-deny; fasthttp-429 is the same on fasthttp, and fasthttp-proxy a proxy on fasthttp that only adds X-Forwarded-For: what the HTTP engine alone costs${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"
 } > "$out"
-targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "go-429=http://$g4/x,$pid_go429" "${nginx_targets[@]}")
+targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "go-429=http://$g4/x,$pid_go429" "fasthttp-429=http://$f4/x,$pid_fast429" "fasthttp-proxy=http://$fp/x,$pid_fastproxy" "${nginx_targets[@]}")
 bare() {
 	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --rate "$rate" | tee -a "$out"
 	for c in $conns; do

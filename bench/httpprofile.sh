@@ -41,6 +41,7 @@ selected=(
 	'net/http\.\(\*persistConn\)\.(readLoop|writeLoop)'
 	'net/http/httputil\.\(\*ReverseProxy\)\.ServeHTTP'
 	'github\.com/faucetgo/faucet/(httplimit|engine|cmd/internal/conncap)\..*'
+	'github\.com/faucetgo/faucet/cmd/internal/httpserve\.\(\*directProxy\)\..*'
 	'runtime\.mallocgc.*'
 	'runtime\.gcBgMarkWorker'
 	'syscall\.Syscall'

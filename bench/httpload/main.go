@@ -1,5 +1,5 @@
 // Command httpload measures what faucet serve adds to an HTTP request on
-// loopback. It is four tools in one binary, each meant to run as its own
+// loopback. It is six tools in one binary, each meant to run as its own
 // process, so that the load generator and the servers never share a Go
 // runtime:
 //
@@ -7,6 +7,8 @@
 //	httpload proxy --listen ADDR --upstream URL  a plain reverse proxy, configured as faucet serve's
 //	                                             (built with -tags linked, in a binary of serve's weight: linked.go)
 //	httpload deny --listen ADDR                  a bare server answering every request with faucet serve's 429 (deny.go)
+//	httpload fastdeny --listen ADDR              the same on fasthttp (fast.go)
+//	httpload fastproxy --listen ADDR --upstream URL  a minimal proxy on fasthttp (fast.go)
 //	httpload run --target NAME=URL[,PID[+PID...]] [--target ...] [--rate R | --conns C] --duration D [--slice S]
 //
 // run prints, for each target, one line in Go benchmark format with the
@@ -48,7 +50,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|deny|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|deny|fastdeny|fastproxy|run [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("httpload "+os.Args[1], flag.ExitOnError)
@@ -85,6 +87,17 @@ func main() {
 		// collect as often.
 		gcfloor.Keep()
 		serve(*listen, http.HandlerFunc(deny))
+	case "fastdeny":
+		gcfloor.Keep()
+		serveFast(*listen, fastDeny)
+	case "fastproxy":
+		u, err := url.Parse(*upstream)
+		if err != nil || u.Host == "" {
+			fmt.Fprintln(os.Stderr, "httpload fastproxy: --upstream must be a URL")
+			os.Exit(2)
+		}
+		gcfloor.Keep()
+		serveFast(*listen, fastProxy(u.Host))
 	case "run":
 		if len(targets) == 0 || (*rate > 0) == (*conns > 0) || *slice <= 0 {
 			fmt.Fprintln(os.Stderr, "httpload run: at least one --target, exactly one of --rate, --conns, and a positive --slice")

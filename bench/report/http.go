@@ -22,7 +22,7 @@ func httpSection(dir string) (string, error) {
 	b.WriteString("Medians of the rounds.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
-		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "go-429", "nginx", "nginx-limit", "nginx-deny"} {
+		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "go-429", "fasthttp-429", "fasthttp-proxy", "nginx", "nginx-limit", "nginx-deny"} {
 			get := func(unit string) float64 { v, _ := r.medianOf(unit, "bench", "HTTP", "target", t, "load", l); return v }
 			if get("req/s") == 0 {
 				continue
@@ -64,6 +64,7 @@ func httpSection(dir string) (string, error) {
 	}
 	b.WriteString(nginxTable(r, loads))
 	b.WriteString(floorTable(r, loads))
+	b.WriteString(engineTable(r, loads))
 	prof, err := profileSection(dir)
 	if err != nil {
 		return "", err
@@ -127,6 +128,34 @@ func floorTable(r *results, loads []string) string {
 		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %+.1f µs | %s |\n", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
 			paired(r, "server-cpu-sec/op", l, "go-429", "faucet-deny", div),
 			paired(r, "server-cpu-sec/op", l, "faucet-deny", "go-429", func(a, b float64) float64 { return a - b })*1e6, nginx)
+	}
+	return b.String()
+}
+
+// engineTable sets faucet serve's CPU per request beside what the HTTP
+// engines cost with no limiter: net/http's bare 429 (go-429), fasthttp's
+// bare 429 and minimal proxy, and NGINX; "" without fasthttp rows.
+func engineTable(r *results, loads []string) string {
+	var b strings.Builder
+	for _, l := range loads {
+		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "fasthttp-429", "load", l); !ok {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nWhat the HTTP engine costs: CPU per request (median of the rounds) of faucet serve, of servers that do\n")
+			b.WriteString("the same job without a limiter on net/http (`go-429`) and on fasthttp (`fasthttp-429`, and `fasthttp-proxy`, a\n")
+			b.WriteString("proxy that only adds X-Forwarded-For), and of NGINX:\n\n")
+			b.WriteString("| load | denied: faucet-deny | go-429 | fasthttp-429 | nginx-deny | admitted: faucet | fasthttp-proxy | nginx |\n|---|---|---|---|---|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s", l)
+		for _, t := range []string{"faucet-deny", "go-429", "fasthttp-429", "nginx-deny", "faucet", "fasthttp-proxy", "nginx"} {
+			if v, ok := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", t, "load", l); ok {
+				fmt.Fprintf(&b, " | %.1f µs", v*1e6)
+			} else {
+				b.WriteString(" | —")
+			}
+		}
+		b.WriteString(" |\n")
 	}
 	return b.String()
 }

@@ -103,3 +103,22 @@ func mustLoad(t *testing.T, raw string) *results {
 	}
 	return r
 }
+
+// The engine table sets faucet serve's CPU per request beside the bare
+// servers' and NGINX's, as medians; without fasthttp rows it is absent.
+func TestEngineTable(t *testing.T) {
+	raw := denyRounds + `BenchmarkHTTP/target=fasthttp-429/load=conns16 1 1 ns/op 50000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 1 non200/op 15000 server-cpu-ns/op
+BenchmarkHTTP/target=fasthttp-429/load=conns16 1 1 ns/op 50000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 1 non200/op 16000 server-cpu-ns/op
+BenchmarkHTTP/target=fasthttp-proxy/load=conns16 1 1 ns/op 20000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 1 non200/op 25000 server-cpu-ns/op
+`
+	got := engineTable(mustLoad(t, raw), []string{"conns16"})
+	// faucet-deny 22 and 24, go-429 16, fasthttp-429 15 and 16, nginx-deny
+	// 14 and 14.4; no admitted faucet or nginx rows.
+	want := "| conns16 | 23.0 µs | 16.0 µs | 15.5 µs | 14.2 µs | — | 25.0 µs | — |\n"
+	if !strings.Contains(got, want) || !strings.Contains(got, "What the HTTP engine costs") {
+		t.Errorf("engine table lacks %q:\n%s", want, got)
+	}
+	if got := engineTable(mustLoad(t, denyRounds), []string{"conns16"}); got != "" {
+		t.Errorf("without fasthttp rows: %q, want nothing", got)
+	}
+}
