@@ -90,11 +90,16 @@ CONF
 		"$nginx_bin" -c "$d/nginx.conf" -p "$d" 2> /dev/null &
 		pids+=($!)
 		local master=$! workers=""
-		for _ in $(seq 50); do
+		# Both workers, or a target's CPU would be half counted.
+		for _ in $(seq 100); do
 			workers=$(pgrep -P "$master" | paste -sd+ || true)
-			[ -n "$workers" ] && break
+			[ "$(echo "$workers" | tr + '\n' | grep -c .)" -ge 2 ] && break
 			sleep 0.1
 		done
+		if [ "$(echo "$workers" | tr + '\n' | grep -c .)" -lt 2 ]; then
+			echo "http.sh: NGINX $1 started $workers, not 2 workers" >&2
+			exit 1
+		fi
 		nginx_targets+=("$1=http://$2/x,$master${workers:++$workers}")
 	}
 	start_nginx nginx $ng ""
@@ -148,6 +153,9 @@ check=${out%-http.txt}-check.txt
 (cd .. && go test -run '^$' -bench '^BenchmarkCheck$' -benchmem -count 10 ./httplimit/) | tee "$check"
 (cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=l3$' -benchtime 2000x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 (cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=dram$' -benchtime 100x -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
+# serve's handler on its own (the limiter and the proxy, no HTTP server):
+# its allocations per request, admitted either way and denied.
+(cd ../cmd && go test -run '^$' -bench '^BenchmarkPublic$' -benchmem -count 10 ./internal/httpserve/) | grep '^Benchmark' | tee -a "$check"
 # What writing a denial's 429 costs, once decided.
 (cd .. && go test -run '^$' -bench '^BenchmarkWriteProblem$' -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 echo "wrote $out and $check"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -512,5 +513,48 @@ func TestNewDirectRefusesWhatItCannotJoin(t *testing.T) {
 			}
 			p.pool.close()
 		}
+	}
+}
+
+// TestDirectSlowReaderFreesTheUpstream: a client that stops reading a
+// large response is cut at the server's write timeout, and the upstream
+// connection is closed with it, not kept waiting or pooled half-read.
+func TestDirectSlowReaderFreesTheUpstream(t *testing.T) {
+	cut := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for range 256 { // 256 MiB, far more than the sockets buffer
+			if _, err := w.Write(chunk); err != nil {
+				close(cut)
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	lim, err := httplimit.New([]httplimit.Rule{{Name: "any", LimitKeys: []string{"ip:address"}, Rate: 1, Burst: 1}}, httplimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	logs := logthrottle.NewSet(slog.NewTextHandler(io.Discard, nil), time.Minute)
+	h, closeProxy := buildProxy(u, &settings.HTTP{UpstreamTimeout: 5 * time.Second}, lim, metrics.New(), logs, true)
+	defer closeProxy()
+	front := httptest.NewUnstartedServer(h)
+	front.Config.WriteTimeout = time.Second
+	front.Config.ErrorLog = log.New(io.Discard, "", 0)
+	front.Start()
+	defer front.Close()
+	c, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+	select {
+	case <-cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream kept writing 30 s after the client stopped reading")
 	}
 }
