@@ -122,3 +122,30 @@ BenchmarkHTTP/target=fasthttp-proxy/load=conns16 1 1 ns/op 20000 req/s 1 p50-ns 
 		t.Errorf("without fasthttp rows: %q, want nothing", got)
 	}
 }
+
+// The admitted rows of the summary: requests per second against the plain
+// proxy and NGINX (on the front page at 16 connections), and CPU per
+// request against the same two, above 1 where faucet does better.
+func TestAdmittedSummary(t *testing.T) {
+	raw := `goos: linux
+BenchmarkHTTP/target=faucet/load=conns16 1 1 ns/op 18000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 0 non200/op 40000 server-cpu-ns/op
+BenchmarkHTTP/target=proxy/load=conns16 1 1 ns/op 18000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 0 non200/op 48000 server-cpu-ns/op
+BenchmarkHTTP/target=nginx-limit/load=conns16 1 1 ns/op 24000 req/s 1 p50-ns 1 p99-ns 1 p99.9-ns 0 non200/op 24000 server-cpu-ns/op
+`
+	rows, err := httpSummary(writeHTTP(t, raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := summaryTable(rows, "")
+	for _, want := range []string{
+		"| HTTP edge, 16 connections: requests/s | 18000 req/s | plain reverse proxy 1.00×, NGINX limit_req 0.75× |",
+		"| HTTP edge, 16 connections: CPU per request | 40.0 µs | plain reverse proxy 1.20×, NGINX limit_req 0.60× |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("summary lacks\n%s\nin\n%s", want, table)
+		}
+	}
+	if !rows[0].brief || rows[1].brief {
+		t.Errorf("brief: requests/s %v, CPU %v; want the first alone on the front page", rows[0].brief, rows[1].brief)
+	}
+}

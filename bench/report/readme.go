@@ -71,9 +71,10 @@ func relLink(from, doc string) (string, error) {
 
 // readmePeers are the peers the README's table compares with, in its
 // order: the standard library's limiter (alone for one key, in a map for
-// many), the most used keyed library, the Redis library and the Envoy
-// service. The full summary is in BENCHMARKS.md.
-var readmePeers = []string{"x/time/rate", "x/time/rate + xsync.MapOf", "sethvargo/go-limiter", "go-redis/redis_rate", "envoyproxy/ratelimit"}
+// many), the most used keyed library, the Redis library, the Envoy
+// service and NGINX's limit_req at the edge. The full summary is in
+// BENCHMARKS.md.
+var readmePeers = []string{"x/time/rate", "x/time/rate + xsync.MapOf", "sethvargo/go-limiter", "go-redis/redis_rate", "envoyproxy/ratelimit", "NGINX limit_req"}
 
 // readmeTable is the summary's brief rows cut to the README's peers: a row
 // keeps at most one x/time/rate variant (plain where it ran), and a row

@@ -218,8 +218,21 @@ func httpSummary(dir string) ([]summaryRow, error) {
 					faucet: fmt.Sprintf("%.0f req/s", f), against: []versus{{peer: peerName("proxy"), x: x}}, section: httpHeading, label: "HTTP"}
 				if n := paired(r, "req/s", l, "faucet", "nginx-limit", func(a, b float64) float64 { return a / b }); n != 0 {
 					row.against = append(row.against, versus{peer: peerName("nginx-limit"), x: n})
+					// The front page shows the edge against the limiter
+					// teams would otherwise keep.
+					row.brief = l == "conns16"
 				}
 				rows = append(rows, row)
+				if cpu, _ := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", "faucet", "load", l); cpu != 0 {
+					c := summaryRow{what: "HTTP edge, " + strings.TrimPrefix(l, "conns") + " connections: CPU per request",
+						faucet: fmt.Sprintf("%.1f µs", cpu*1e6), section: httpHeading, label: "HTTP"}
+					for _, peer := range []string{"proxy", "nginx-limit"} {
+						if x := paired(r, "server-cpu-sec/op", l, peer, "faucet", func(a, b float64) float64 { return a / b }); x != 0 {
+							c.against = append(c.against, versus{peer: peerName(peer), x: x})
+						}
+					}
+					rows = append(rows, c)
+				}
 			}
 			rows = append(rows, denySummary(r, l)...)
 		}
