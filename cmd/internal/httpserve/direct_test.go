@@ -164,6 +164,30 @@ func sortedHeader(h http.Header) string {
 	return b.String()
 }
 
+// oneShotUpstream listens on loopback, and answers the first request of
+// the first connection with answer, which writes what it likes on the
+// connection; it returns the upstream's URL.
+func oneShotUpstream(t *testing.T, answer func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err == nil {
+			answer(c, br)
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
 // TestDirectMatchesReverseProxy: for requests of every shape, the
 // upstream receives the same request and the client the same response
 // through the direct way as through httputil.ReverseProxy, but for
@@ -313,23 +337,8 @@ func TestDirectUpstreamFailures(t *testing.T) {
 		{"garbage", func(c net.Conn) { io.WriteString(c, "NOT HTTP\r\n\r\n") }, http.StatusBadGateway},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				tt.answer(c)
-			}()
-			srv := testProxy(t, "http://"+ln.Addr().String(), true, false, time.Second)
+			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { tt.answer(c) })
+			srv := testProxy(t, up, true, false, time.Second)
 			res, err := http.Get(srv.URL + "/x")
 			if err != nil {
 				t.Fatal(err)
@@ -351,22 +360,8 @@ func TestDirectCutsATruncatedBody(t *testing.T) {
 		"chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					io.WriteString(c, answer)
-				}
-				c.Close()
-			}()
-			srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { io.WriteString(c, answer) })
+			srv := testProxy(t, up, true, false, 5*time.Second)
 			res, err := http.Get(srv.URL + "/x")
 			if err != nil {
 				return // cut before the header: also not whole
@@ -384,27 +379,13 @@ func TestDirectCutsATruncatedBody(t *testing.T) {
 // request to a stalled upstream is abandoned at once, not after the
 // upstream timeout.
 func TestDirectClientLeavingEndsTheWait(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	closed := make(chan struct{})
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		br := bufio.NewReader(c)
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
+	up := oneShotUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		c.SetReadDeadline(time.Now().Add(20 * time.Second))
 		br.ReadByte() // returns when the proxy closes its side
 		close(closed)
-	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, time.Minute)
+	})
+	srv := testProxy(t, up, true, false, time.Minute)
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -423,22 +404,10 @@ func TestDirectClientLeavingEndsTheWait(t *testing.T) {
 // upstream's fields only, and the final response keeps the fields set
 // before the proxy ran.
 func TestDirectForwardsEarlyHints(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-			io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		}
-	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+	up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) {
+		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	srv := testProxy(t, up, true, false, 5*time.Second)
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
