@@ -3,11 +3,13 @@ package httpserve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +71,10 @@ func newDirect(u *url.URL, timeout time.Duration, trusted func(*http.Request) bo
 	if u.Scheme != "http" || (u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.User != nil || u.Opaque != "" {
 		return nil
 	}
+	if strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams=") {
+		// The ReverseProxy then rewrites every query; so must serve.
+		return nil
+	}
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
@@ -123,12 +129,21 @@ func onlyKeepAlive(v string) bool {
 	return true
 }
 
+// maxQueryParams is the most parameters url.ParseQuery reads; the
+// ReverseProxy rewrites a query with more.
+const maxQueryParams = 10000
+
 // plainQuery reports whether a raw query is one the ReverseProxy forwards
-// unchanged: it rewrites those url.ParseQuery rejects (a semicolon, or a
-// % not followed by two hex digits).
+// unchanged: it rewrites those url.ParseQuery rejects (a semicolon, a %
+// not followed by two hex digits, more than maxQueryParams parameters).
 func plainQuery(q string) bool {
+	params := 1
 	for i := 0; i < len(q); i++ {
 		switch q[i] {
+		case '&':
+			if params++; params > maxQueryParams {
+				return false
+			}
 		case ';':
 			return false
 		case '%':
@@ -153,33 +168,46 @@ func (p *directProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
+	// Whatever ends the request but a clean answer, a panic included,
+	// closes the connection: only one read to its end is reused.
+	kept := false
+	defer func() {
+		if !kept {
+			uc.Close()
+		}
+	}()
 	res, stop, err := p.exchange(ctx, uc, w, r)
 	if err != nil && uc.reused && ctx.Err() == nil && idleClosed(err) {
-		// The upstream closed the idle connection before it read the
-		// request: the request is safe to send again, on a new one.
+		// The upstream closed the connection before it answered: the
+		// request is safe to send again, on a new one.
 		uc.Close()
-		if uc, err = p.pool.dial(ctx); err != nil {
-			p.fail(w, r, err)
+		fresh, derr := p.pool.dial(ctx)
+		if derr != nil {
+			p.fail(w, r, derr)
 			return
 		}
+		uc = fresh
 		res, stop, err = p.exchange(ctx, uc, w, r)
 	}
 	if err != nil {
-		uc.Close()
 		p.fail(w, r, err)
 		return
 	}
 	if !p.respond(w, res) {
 		stop()
-		uc.Close()
 		// Half a response was sent: only cutting the connection tells
 		// the client it is not whole.
 		panic(http.ErrAbortHandler)
 	}
-	if !stop() || res.Close {
-		uc.Close()
+	// Bytes past the response's end were sent unasked: kept, they would
+	// be read as the answer to the next client's request. (Bytes that
+	// arrive later are caught by the pool's check before reuse; ones
+	// that arrive after it, while the next request is written, cannot be
+	// told from its answer, as with any HTTP/1.1 connection reuse.)
+	if !stop() || res.Close || uc.br.Buffered() > 0 {
 		return
 	}
+	kept = true
 	p.pool.put(uc)
 }
 
@@ -214,7 +242,10 @@ func (p *directProxy) roundTrip(uc *upstreamConn, w http.ResponseWriter, r *http
 	}
 	res, err := http.ReadResponse(uc.br, r)
 	for n := 0; err == nil && res.StatusCode < 200; n++ {
-		if res.StatusCode == http.StatusSwitchingProtocols {
+		switch {
+		case res.StatusCode < 100:
+			return nil, fmt.Errorf("upstream answered with status %d", res.StatusCode)
+		case res.StatusCode == http.StatusSwitchingProtocols:
 			return nil, errUnaskedSwitch
 		}
 		if n == max1xxResponses {

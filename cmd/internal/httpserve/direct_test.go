@@ -225,6 +225,8 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		{"GET /body HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
 		{"DELETE /del HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
 		{"GET /close HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+		{"GET /many?" + strings.Repeat("a&", 9999) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+		{"GET /many?" + strings.Repeat("a&", 10000) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
 	}
 	for _, trusted := range []bool{false, true} {
 		direct := testProxy(t, up.URL, true, trusted, 5*time.Second)
@@ -237,7 +239,7 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 			seenD := rec.take()
 			gotR := rawExchange(t, reverse.Listener.Addr().String(), reqs)
 			seenR := rec.take()
-			name := fmt.Sprintf("trusted=%v %q", trusted, strings.SplitN(c.raw, "\r\n", 2)[0])
+			name := fmt.Sprintf("trusted=%v %.60q", trusted, strings.SplitN(c.raw, "\r\n", 2)[0])
 			if !reflect.DeepEqual(gotD, gotR) {
 				t.Errorf("%s: client got\n direct  %q\n reverse %q", name, gotD, gotR)
 			}
@@ -335,6 +337,14 @@ func TestDirectUpstreamFailures(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 		}, http.StatusBadGateway},
 		{"garbage", func(c net.Conn) { io.WriteString(c, "NOT HTTP\r\n\r\n") }, http.StatusBadGateway},
+		{"status 99", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 099 Odd\r\n\r\n")
+			// The proxy must close the connection, not leave it open.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+				panic(fmt.Sprintf("after a status of 99 the upstream read %v, want EOF: the proxy left the connection open", err))
+			}
+		}, http.StatusBadGateway},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { tt.answer(c) })
@@ -525,5 +535,137 @@ func TestDirectSlowReaderFreesTheUpstream(t *testing.T) {
 	case <-cut:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the upstream kept writing 30 s after the client stopped reading")
+	}
+}
+
+// TestDirectDropsAConnectionWithBytesUnasked: an upstream that sends more
+// than the response it was asked for does not get its extra bytes read as
+// the answer to the next client's request.
+func TestDirectDropsAConnectionWithBytesUnasked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for first := true; ; first = false {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					if first {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+					} else {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+					}
+				}
+			}()
+		}
+	}()
+	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+	for i, want := range []string{"ok", "ok"} {
+		res, err := http.Get(srv.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(body) != want {
+			t.Fatalf("request %d got %q, want %q: another request's answer", i, body, want)
+		}
+	}
+}
+
+// TestDirectDropsAConnectionTheUpstreamSpokeOn: bytes an upstream sends on
+// a connection while it waits idle in the pool are noticed before the
+// connection is used again, and never reach the next client.
+func TestDirectDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for first := true; ; first = false {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+					if first {
+						time.Sleep(50 * time.Millisecond)
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+					}
+				}
+			}()
+		}
+	}()
+	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+	for i := range 2 {
+		res, err := http.Get(srv.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(body) != "ok" {
+			t.Fatalf("request %d got %q, want ok: bytes the upstream sent unasked", i, body)
+		}
+		time.Sleep(300 * time.Millisecond) // the unasked bytes arrive meanwhile
+	}
+}
+
+// TestDirectRetriesWhenTheUpstreamHangsUp: an upstream that reads a
+// request on a reused connection and closes it without an answer (it was
+// closing the connection as the request arrived) gets the request again on
+// a new connection; the client never sees the 502.
+func TestDirectRetriesWhenTheUpstreamHangsUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				http.ReadRequest(br) // and hang up unanswered
+			}()
+		}
+	}()
+	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+	for i := range 4 {
+		res, err := http.Get(srv.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("request %d: %d %q, want 200 ok", i, res.StatusCode, body)
+		}
 	}
 }

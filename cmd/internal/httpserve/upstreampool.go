@@ -77,13 +77,20 @@ func newUpstreamPool(addr string, dialTimeout time.Duration, maxIdle int, idleTi
 	return p
 }
 
-// get returns an idle connection, or dials a new one. A dial gives up when
-// ctx ends, so a client that leaves stops its dial.
+// get returns an idle connection the upstream has kept quiet on, or
+// dials a new one. A dial gives up when ctx ends, so a client that leaves
+// stops its dial.
 func (p *upstreamPool) get(ctx context.Context) (*upstreamConn, error) {
-	if c := p.takeIdle(); c != nil {
-		return c, nil
+	for {
+		c := p.takeIdle()
+		if c == nil {
+			return p.dial(ctx)
+		}
+		if !c.heardWhileIdle() {
+			return c, nil
+		}
+		c.Close()
 	}
-	return p.dial(ctx)
 }
 
 // dial opens a new connection.
