@@ -409,12 +409,13 @@ func streaming(res *http.Response) bool {
 	if res.ContentLength == -1 {
 		return true
 	}
-	ct := res.Header.Get("Content-Type")
-	if ct == "" {
-		return false
+	const sse = "text/event-stream"
+	ct := strings.TrimLeft(res.Header.Get("Content-Type"), " \t")
+	if len(ct) < len(sse) || !strings.EqualFold(ct[:len(sse)], sse) {
+		return false // without parsing, which allocates
 	}
 	base, _, _ := mime.ParseMediaType(ct)
-	return base == "text/event-stream"
+	return base == sse
 }
 
 // copyBody copies src to w through buf, flushing after each write if

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -666,6 +667,23 @@ func TestDirectRetriesWhenTheUpstreamHangsUp(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK || string(body) != "ok" {
 			t.Fatalf("request %d: %d %q, want 200 ok", i, res.StatusCode, body)
+		}
+	}
+}
+
+// TestStreaming: a response is flushed as it comes when its length is
+// unknown or it is server-sent events, as the ReverseProxy decides (its
+// test of the media type is the model).
+func TestStreaming(t *testing.T) {
+	for _, ct := range []string{"", "text/event-stream", "Text/Event-Stream; charset=utf-8", " text/event-stream",
+		"text/event-stream ;x=1", "text/event-streamx", "text/event-strea", "text/plain", "text/event-stream; bad", "TEXT/EVENT-STREAM\t"} {
+		base, _, _ := mime.ParseMediaType(ct)
+		for _, length := range []int64{-1, 0, 10} {
+			res := &http.Response{ContentLength: length, Header: http.Header{"Content-Type": {ct}}}
+			want := length == -1 || base == "text/event-stream"
+			if got := streaming(res); got != want {
+				t.Errorf("streaming(Content-Type %q, length %d) = %v, want %v", ct, length, got, want)
+			}
 		}
 	}
 }

@@ -23,6 +23,8 @@ type upstreamConn struct {
 	// headerLeft is how many more bytes a response header may take,
 	// -1 while a body is read. Only the serving goroutine touches it.
 	headerLeft int
+	// probe looks for bytes the upstream sent while the connection idled.
+	probe idleProbe
 }
 
 // Read reads from the upstream for br, within what is left of a
@@ -101,6 +103,7 @@ func (p *upstreamPool) dial(ctx context.Context) (*upstreamConn, error) {
 	}
 	c := &upstreamConn{Conn: nc, bw: bufio.NewWriterSize(nc, upstreamBufferSize), headerLeft: -1}
 	c.br = bufio.NewReaderSize(c, upstreamBufferSize)
+	c.probe.init(nc)
 	return c, nil
 }
 
