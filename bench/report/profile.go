@@ -134,7 +134,7 @@ func profileSection(dir string) (string, error) {
 	if len(cols) > 1 {
 		b.WriteString(" Before is the\noldest profile, after the newest.")
 	}
-	b.WriteString("\n")
+	b.WriteString(" The first two rows were measured while perf\nsampled, each target loaded alone, so they move with the machine by several percent;\nthe interleaved tables above compare the targets.\n")
 	b.WriteString("\n| frame |")
 	for _, m := range profileModes {
 		if len(cols) == 1 {
