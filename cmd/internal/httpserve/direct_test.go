@@ -269,16 +269,16 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 	}
 }
 
-// TestDirectRetriesAStaleConnection: an upstream that closes each
-// connection after answering, without saying so, leaves a dead
-// connection in the pool; the next request is sent again on a new one
-// rather than failed with 502.
-func TestDirectRetriesAStaleConnection(t *testing.T) {
+// scriptedUpstream serves every connection on loopback: answer is called
+// for the i-th request read on a connection (from 0), and the connection
+// is closed when it returns false or a read fails. It returns the URL.
+func scriptedUpstream(t *testing.T, answer func(c net.Conn, i int) bool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -287,23 +287,48 @@ func TestDirectRetriesAStaleConnection(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					if _, err := http.ReadRequest(br); err != nil || !answer(c, i) {
+						return
+					}
 				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			}()
 		}
 	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+	return "http://" + ln.Addr().String()
+}
+
+// getBody fetches url and returns the status and the body.
+func getBody(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(body)
+}
+
+const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+// TestDirectRetriesAStaleConnection: an upstream that closes each
+// connection after answering, without saying so, leaves a dead
+// connection in the pool; the next request goes on a new one rather than
+// failing with 502.
+func TestDirectRetriesAStaleConnection(t *testing.T) {
+	up := scriptedUpstream(t, func(c net.Conn, i int) bool {
+		io.WriteString(c, okResponse)
+		return false
+	})
+	srv := testProxy(t, up, true, false, 5*time.Second)
 	for i := range 5 {
-		res, err := http.Get(srv.URL + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK || string(body) != "ok" {
-			t.Fatalf("request %d: %d %q, want 200 ok", i, res.StatusCode, body)
+		if status, body := getBody(t, srv.URL+"/x"); status != http.StatusOK || body != "ok" {
+			t.Fatalf("request %d: %d %q, want 200 ok", i, status, body)
 		}
 		time.Sleep(20 * time.Millisecond) // let the close reach the pooled connection
 	}
@@ -543,43 +568,18 @@ func TestDirectSlowReaderFreesTheUpstream(t *testing.T) {
 // than the response it was asked for does not get its extra bytes read as
 // the answer to the next client's request.
 func TestDirectDropsAConnectionWithBytesUnasked(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for first := true; ; first = false {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					if first {
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
-					} else {
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
-					}
-				}
-			}()
+	up := scriptedUpstream(t, func(c net.Conn, i int) bool {
+		if i == 0 {
+			io.WriteString(c, okResponse+"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+		} else {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
 		}
-	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
-	for i, want := range []string{"ok", "ok"} {
-		res, err := http.Get(srv.URL + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if string(body) != want {
-			t.Fatalf("request %d got %q, want %q: another request's answer", i, body, want)
+		return true
+	})
+	srv := testProxy(t, up, true, false, 5*time.Second)
+	for i := range 2 {
+		if _, body := getBody(t, srv.URL+"/x"); body != "ok" {
+			t.Fatalf("request %d got %q, want ok: another request's answer", i, body)
 		}
 	}
 }
@@ -588,42 +588,17 @@ func TestDirectDropsAConnectionWithBytesUnasked(t *testing.T) {
 // a connection while it waits idle in the pool are noticed before the
 // connection is used again, and never reach the next client.
 func TestDirectDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for first := true; ; first = false {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-					if first {
-						time.Sleep(50 * time.Millisecond)
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
-					}
-				}
-			}()
+	up := scriptedUpstream(t, func(c net.Conn, i int) bool {
+		io.WriteString(c, okResponse)
+		if i == 0 {
+			time.Sleep(50 * time.Millisecond)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
 		}
-	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+		return true
+	})
+	srv := testProxy(t, up, true, false, 5*time.Second)
 	for i := range 2 {
-		res, err := http.Get(srv.URL + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if string(body) != "ok" {
+		if _, body := getBody(t, srv.URL+"/x"); body != "ok" {
 			t.Fatalf("request %d got %q, want ok: bytes the upstream sent unasked", i, body)
 		}
 		time.Sleep(300 * time.Millisecond) // the unasked bytes arrive meanwhile
@@ -635,38 +610,16 @@ func TestDirectDropsAConnectionTheUpstreamSpokeOn(t *testing.T) {
 // closing the connection as the request arrived) gets the request again on
 // a new connection; the client never sees the 502.
 func TestDirectRetriesWhenTheUpstreamHangsUp(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, err := http.ReadRequest(br); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				http.ReadRequest(br) // and hang up unanswered
-			}()
+	up := scriptedUpstream(t, func(c net.Conn, i int) bool {
+		if i == 0 {
+			io.WriteString(c, okResponse)
 		}
-	}()
-	srv := testProxy(t, "http://"+ln.Addr().String(), true, false, 5*time.Second)
+		return i == 0 // the second request is read, and left unanswered
+	})
+	srv := testProxy(t, up, true, false, 5*time.Second)
 	for i := range 4 {
-		res, err := http.Get(srv.URL + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK || string(body) != "ok" {
-			t.Fatalf("request %d: %d %q, want 200 ok", i, res.StatusCode, body)
+		if status, body := getBody(t, srv.URL+"/x"); status != http.StatusOK || body != "ok" {
+			t.Fatalf("request %d: %d %q, want 200 ok", i, status, body)
 		}
 	}
 }
