@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/redisstore/redistest"
+
 	"github.com/faucetgo/faucet/cmd/internal/logtest"
 	"github.com/faucetgo/faucet/pgstore/pgtest"
 )
@@ -79,10 +81,7 @@ func checkFallsBackByDefault(t *testing.T, a, b *proc, down func()) {
 
 func TestServeRedisDownFallsBackByDefault(t *testing.T) {
 	addr := startRedisServer(t)
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("redis-cli not found: apt-get install -y redis-tools")
-	}
+	cli := redistest.Binary(t, "redis-cli")
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, fallbackRules)
 	a := startServe(t, "--rules", rules, "--redis", addr)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/redisstore/redistest"
+
 	common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -297,10 +299,7 @@ func TestServeRLSClosesSilentConnections(t *testing.T) {
 // OVER_LIMIT.
 func TestServeRLSStalledRedis(t *testing.T) {
 	redis := startRedisServer(t)
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Skip("redis-cli not found: apt-get install -y redis-tools")
-	}
+	cli := redistest.Binary(t, "redis-cli")
 	_, addr, _ := startRLSServe(t, map[string]string{"edge.yaml": rlsEdge}, "--redis", redis, "--redis-timeout", "200ms")
 	client, _ := rlsClient(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -21,7 +21,8 @@ import (
 // into a failure.
 const RequireEnv = "FAUCET_REQUIRE_REDIS"
 
-const installHint = "redis-server not found: apt-get install -y redis-server"
+// packages names the Debian package of each Redis program.
+var packages = map[string]string{"redis-server": "redis-server", "redis-cli": "redis-tools"}
 
 // Binary returns the path of a Redis program (redis-server, redis-cli), or
 // skips the test without it (fails it under RequireEnv).
@@ -29,7 +30,11 @@ func Binary(tb testing.TB, name string) string {
 	tb.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		hint := strings.Replace(installHint, "redis-server", name, 1)
+		pkg := packages[name]
+		if pkg == "" {
+			pkg = name
+		}
+		hint := name + " not found: apt-get install -y " + pkg
 		if os.Getenv(RequireEnv) == "1" {
 			tb.Fatalf("%s (%s=1)", hint, RequireEnv)
 		}
