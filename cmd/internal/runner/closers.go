@@ -1,6 +1,9 @@
 package runner
 
-import "context"
+import (
+	"context"
+	"log/slog"
+)
 
 // closers is what a server opened, to be closed in reverse order: on
 // shutdown, or when starting fails half way. What was opened last, and may
@@ -31,4 +34,16 @@ func (c *closers) close(ctx context.Context) bool {
 // quietly adapts a close function that reports nothing.
 func quietly(fn func()) func(context.Context) error {
 	return func(context.Context) error { fn(); return nil }
+}
+
+// loggedClose adapts a close function that returns an error: the error is
+// logged as what failed to close, and fails the shutdown.
+func loggedClose(log *slog.Logger, what string, fn func() error) func(context.Context) error {
+	return func(context.Context) error {
+		err := fn()
+		if err != nil {
+			log.Error("shutdown: close failed", "what", what, "err", err)
+		}
+		return err
+	}
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,7 +22,7 @@ func (s *server) startJWT(opts *httplimit.Options, rules []httplimit.Rule) error
 			return errors.New(strings.Join(settings.JWTProblems(err), "\n"))
 		}
 		opts.JWT, s.jwtVerified = v, true
-		s.closers.add(func(context.Context) error { v.Close(); return nil })
+		s.closers.add(loggedClose(s.log, "JWT verifier", v.Close))
 	}
 	if err := httplimit.Validate(rules, *opts); err != nil {
 		if !s.jwtVerified && usesJWT(rules) {

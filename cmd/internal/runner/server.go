@@ -108,7 +108,7 @@ func (s *server) build(opts httplimit.Options, in inputs) error {
 			return err
 		}
 		s.lim = lim
-		s.closers.add(func(context.Context) error { lim.Close(); return nil })
+		s.closers.add(loggedClose(s.log, "rate limiter", lim.Close))
 		s.metrics.Watch(lim)
 		switch {
 		case in.table != nil:
