@@ -26,6 +26,9 @@ type Table struct {
 	f       *settings.RulesDB
 	pool    *pgxpool.Pool
 	watcher *pgrules.Watcher
+	// repeats throttles the table's repeated warnings; Close writes the
+	// one it holds back.
+	repeats *logthrottle.Handler
 }
 
 // Reading is a usable reading of the table: its rules, and the rows left
@@ -62,7 +65,8 @@ func Open(f *settings.RulesDB, opts httplimit.Options, validate bool, logger *sl
 		}
 	}
 	src := &pgrules.Source{DB: t.pool, Table: f.Table, Mapping: f.Mapping(), Options: opts}
-	repeats := slog.New(logthrottle.NewHandler(logger.Handler(), logthrottle.Interval)).With("component", "rules-db")
+	t.repeats = logthrottle.NewHandler(logger.Handler(), logthrottle.Interval)
+	repeats := slog.New(t.repeats).With("component", "rules-db")
 	t.watcher, err = pgrules.NewWatcher(src, pgrules.WatchOptions{Poll: f.Poll, Timeout: timeout,
 		OnListenError: func(err error) {
 			repeats.Warn("rules table: not listening for changes, trying again (polled every --rules-db-poll meanwhile)", "err", err)
@@ -88,8 +92,16 @@ func Open(f *settings.RulesDB, opts httplimit.Options, validate bool, logger *sl
 	return t, rules, 0
 }
 
-// Close disconnects; the watcher must have stopped.
-func (t *Table) Close() { t.pool.Close() }
+// Close writes the warning held back, if any, and disconnects; the
+// watcher must have stopped.
+func (t *Table) Close() {
+	if t.repeats != nil {
+		t.repeats.Flush()
+	}
+	if t.pool != nil {
+		t.pool.Close()
+	}
+}
 
 // Watch runs the watcher until ctx is done: a reading that holds no rules
 // is delivered as an error, the rules in force to stay.
