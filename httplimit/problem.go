@@ -42,10 +42,8 @@ func (res *Result) Problem() *Problem {
 			Detail: fmt.Sprintf("Rule %q refuses this request: %s.", res.DeniedBy, res.Detail), Reason: res.Reason}
 	}
 	var denier Policy // zero if a caller's Result names no applied rule
-	for _, pol := range res.Policies {
-		if pol.Name == res.DeniedBy && pol.Mode == ModeEnforce {
-			denier = pol
-		}
+	if p := res.denier(); p != nil {
+		denier = *p
 	}
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
 		ViolatedPolicies: []string{res.DeniedBy}, Reason: res.Reason}
@@ -185,12 +183,7 @@ func (res *Result) denialBody() *denialBody {
 	if res.Allowed || res.Status != http.StatusTooManyRequests || res.Reason != ReasonExceeded {
 		return nil
 	}
-	var denier *Policy // the one Problem describes
-	for i := range res.Policies {
-		if p := &res.Policies[i]; p.Name == res.DeniedBy && p.Mode == ModeEnforce {
-			denier = p
-		}
-	}
+	denier := res.denier()
 	if denier == nil {
 		return nil
 	}
@@ -198,6 +191,18 @@ func (res *Result) denialBody() *denialBody {
 	if d == nil || d.name != denier.Name || math.Float64bits(d.rate) != math.Float64bits(denier.Rate) ||
 		math.Float64bits(d.burst) != math.Float64bits(denier.Burst) {
 		return nil
+	}
+	return d
+}
+
+// denier is the enforced policy named by DeniedBy (the last, if a caller
+// listed it twice), nil if there is none.
+func (res *Result) denier() *Policy {
+	var d *Policy
+	for i := range res.Policies {
+		if p := &res.Policies[i]; p.Name == res.DeniedBy && p.Mode == ModeEnforce {
+			d = p
+		}
 	}
 	return d
 }

@@ -110,54 +110,62 @@ func nginxTable(r *results, loads []string) string {
 // a bare Go server that writes the same 429 with no limiter (go-429), round
 // by round; "" without go-429 rows.
 func floorTable(r *results, loads []string) string {
-	var b strings.Builder
-	for _, l := range loads {
-		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "go-429", "load", l); !ok {
-			continue
-		}
-		if b.Len() == 0 {
-			b.WriteString("\nThe floor: a bare Go server answering 429 (`go-429`: faucet-deny's status, header fields and body, written\n")
-			b.WriteString("as constants, no limiter; medians of the rounds' ratios and differences, 1 and 0 where faucet serve is at the floor):\n\n")
-			b.WriteString("| load | req/s, faucet-deny / go-429 | CPU per request, go-429 / faucet-deny | CPU per request, faucet-deny − go-429 | NGINX's denial against the floor: req/s, nginx-deny / go-429; CPU, go-429 / nginx-deny |\n|---|---|---|---|---|\n")
-		}
+	heading := "\nThe floor: a bare Go server answering 429 (`go-429`: faucet-deny's status, header fields and body, written\n" +
+		"as constants, no limiter; medians of the rounds' ratios and differences, 1 and 0 where faucet serve is at the floor):\n\n" +
+		"| load | req/s, faucet-deny / go-429 | CPU per request, go-429 / faucet-deny | CPU per request, faucet-deny − go-429 | NGINX's denial against the floor: req/s, nginx-deny / go-429; CPU, go-429 / nginx-deny |\n|---|---|---|---|---|\n"
+	return tableWhereRan(r, loads, "go-429", heading, func(b *strings.Builder, l string) {
 		div := func(a, b float64) float64 { return a / b }
 		nginx := "—"
-		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "nginx-deny", "load", l); ok {
+		if ran(r, "nginx-deny", l) {
 			nginx = fmt.Sprintf("%.3f, %.3f", paired(r, "req/s", l, "nginx-deny", "go-429", div), paired(r, "server-cpu-sec/op", l, "go-429", "nginx-deny", div))
 		}
-		fmt.Fprintf(&b, "| %s | %.3f | %.3f | %+.1f µs | %s |\n", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
+		fmt.Fprintf(b, "| %s | %.3f | %.3f | %+.1f µs | %s |\n", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
 			paired(r, "server-cpu-sec/op", l, "go-429", "faucet-deny", div),
 			paired(r, "server-cpu-sec/op", l, "faucet-deny", "go-429", func(a, b float64) float64 { return a - b })*1e6, nginx)
-	}
-	return b.String()
+	})
 }
 
 // engineTable sets faucet serve's CPU per request beside what the HTTP
 // engines cost with no limiter: net/http's bare 429 (go-429), fasthttp's
 // bare 429 and minimal proxy, and NGINX; "" without fasthttp rows.
 func engineTable(r *results, loads []string) string {
-	var b strings.Builder
-	for _, l := range loads {
-		if _, ok := r.medianOf("req/s", "bench", "HTTP", "target", "fasthttp-429", "load", l); !ok {
-			continue
-		}
-		if b.Len() == 0 {
-			b.WriteString("\nWhat the HTTP engine costs: CPU per request (median of the rounds) of faucet serve, of servers that do\n")
-			b.WriteString("the same job without a limiter on net/http (`go-429`) and on fasthttp (`fasthttp-429`, and `fasthttp-proxy`, a\n")
-			b.WriteString("proxy that only adds X-Forwarded-For), and of NGINX:\n\n")
-			b.WriteString("| load | denied: faucet-deny | go-429 | fasthttp-429 | nginx-deny | admitted: faucet | fasthttp-proxy | nginx |\n|---|---|---|---|---|---|---|---|\n")
-		}
-		fmt.Fprintf(&b, "| %s", l)
+	heading := "\nWhat the HTTP engine costs: CPU per request (median of the rounds) of faucet serve, of servers that do\n" +
+		"the same job without a limiter on net/http (`go-429`) and on fasthttp (`fasthttp-429`, and `fasthttp-proxy`, a\n" +
+		"proxy that only adds X-Forwarded-For), and of NGINX:\n\n" +
+		"| load | denied: faucet-deny | go-429 | fasthttp-429 | nginx-deny | admitted: faucet | fasthttp-proxy | nginx |\n|---|---|---|---|---|---|---|---|\n"
+	return tableWhereRan(r, loads, "fasthttp-429", heading, func(b *strings.Builder, l string) {
+		fmt.Fprintf(b, "| %s", l)
 		for _, t := range []string{"faucet-deny", "go-429", "fasthttp-429", "nginx-deny", "faucet", "fasthttp-proxy", "nginx"} {
 			if v, ok := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", t, "load", l); ok {
-				fmt.Fprintf(&b, " | %.1f µs", v*1e6)
+				fmt.Fprintf(b, " | %.1f µs", v*1e6)
 			} else {
 				b.WriteString(" | —")
 			}
 		}
 		b.WriteString(" |\n")
+	})
+}
+
+// tableWhereRan is heading and, for each load at which target ran, the
+// row that row writes; "" if target ran at none.
+func tableWhereRan(r *results, loads []string, target, heading string, row func(b *strings.Builder, l string)) string {
+	var b strings.Builder
+	for _, l := range loads {
+		if !ran(r, target, l) {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString(heading)
+		}
+		row(&b, l)
 	}
 	return b.String()
+}
+
+// ran reports whether target was loaded at load l.
+func ran(r *results, target, l string) bool {
+	_, ok := r.medianOf("req/s", "bench", "HTTP", "target", target, "load", l)
+	return ok
 }
 
 // checkHeading is the heading of httplimit's BenchmarkCheck.

@@ -51,9 +51,6 @@ const (
 	// max1xxResponses bounds the informational responses before the
 	// final one, as net/http's transport does.
 	max1xxResponses = 5
-	// upstreamIdleTimeout is how long an idle upstream connection is
-	// kept: net/http's transport default.
-	upstreamIdleTimeout = 90 * time.Second
 	// maxIdleUpstreamConns bounds the idle upstream connections kept.
 	maxIdleUpstreamConns = 1024
 )
@@ -66,8 +63,10 @@ var (
 
 // newDirect returns the direct proxy to u, or nil when u is not a plain
 // http:// URL without a path, query or user: those go through the
-// ReverseProxy, which joins paths and queries.
-func newDirect(u *url.URL, timeout time.Duration, trusted func(*http.Request) bool, fail func(http.ResponseWriter, *http.Request, error)) *directProxy {
+// ReverseProxy, which joins paths and queries. Its connections are dialed
+// by dialer and kept idle as t keeps its own; timeout bounds the wait for
+// a response header.
+func newDirect(u *url.URL, t *http.Transport, dialer *net.Dialer, timeout time.Duration, trusted func(*http.Request) bool, fail func(http.ResponseWriter, *http.Request, error)) *directProxy {
 	if u.Scheme != "http" || (u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.User != nil || u.Opaque != "" {
 		return nil
 	}
@@ -80,7 +79,7 @@ func newDirect(u *url.URL, timeout time.Duration, trusted func(*http.Request) bo
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
 	return &directProxy{
-		pool:    newUpstreamPool(addr, timeout, maxIdleUpstreamConns, upstreamIdleTimeout),
+		pool:    newUpstreamPool(addr, dialer, t.MaxIdleConnsPerHost, t.IdleConnTimeout),
 		host:    u.Host,
 		timeout: timeout,
 		trusted: trusted,
@@ -298,12 +297,14 @@ func idleClosed(err error) bool {
 // they are: hop-by-hop ones, those written from the request itself (Host,
 // User-Agent, the body's framing), and the forwarding ones, which the
 // proxy writes from what it knows.
-var forwardedExclude = map[string]bool{
-	"Host": true, "User-Agent": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true,
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Upgrade": true,
-	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
-}
+var forwardedExclude = func() map[string]bool {
+	m := map[string]bool{"Host": true, "User-Agent": true, "Content-Length": true,
+		"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true}
+	for _, k := range hopByHop {
+		m[k] = true
+	}
+	return m
+}()
 
 // writeRequest writes r's request line and header to uc's buffer: r's
 // target, the upstream's Host, r's fields but the excluded ones, and the
@@ -395,10 +396,8 @@ func (p *directProxy) respond(w http.ResponseWriter, res *http.Response) bool {
 		}
 	}
 	res.Body.Close()
-	if len(res.Trailer) > 0 {
-		for k, vv := range res.Trailer {
-			h[http.TrailerPrefix+k] = append(h[http.TrailerPrefix+k], vv...)
-		}
+	for k, vv := range res.Trailer {
+		h[http.TrailerPrefix+k] = append(h[http.TrailerPrefix+k], vv...)
 	}
 	return true
 }
@@ -443,12 +442,21 @@ func copyBody(w io.Writer, src io.Reader, buf []byte, flush func() error) error 
 	}
 }
 
-// hopByHop names the response fields that concern one connection only.
+// hopByHop names the fields that concern one connection only.
 var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // removeHopByHop deletes from h the hop-by-hop fields and those its
 // Connection field names.
 func removeHopByHop(h http.Header) {
+	deleteConnectionListed(h)
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+}
+
+// deleteConnectionListed deletes from h the fields its Connection field
+// names, which concern one connection only.
+func deleteConnectionListed(h http.Header) {
 	for _, v := range h["Connection"] {
 		for v != "" {
 			var name string
@@ -457,9 +465,6 @@ func removeHopByHop(h http.Header) {
 				h.Del(name)
 			}
 		}
-	}
-	for _, k := range hopByHop {
-		delete(h, k)
 	}
 }
 

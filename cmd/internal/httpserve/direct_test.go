@@ -508,7 +508,7 @@ func TestNewDirectRefusesWhatItCannotJoin(t *testing.T) {
 		"https://a": false, "http://a/api": false, "http://a/?k=v": false, "http://u:p@a/": false,
 	} {
 		u, _ := url.Parse(raw)
-		p := newDirect(u, time.Second, nil, nil)
+		p := newDirect(u, http.DefaultTransport.(*http.Transport), &net.Dialer{Timeout: time.Second}, time.Second, nil, nil)
 		if (p != nil) != want {
 			t.Errorf("newDirect(%s) = %v, want direct %v", raw, p, want)
 		}

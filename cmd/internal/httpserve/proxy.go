@@ -44,7 +44,8 @@ func newProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metric
 func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set, direct bool) (http.Handler, func()) {
 	d := f.UpstreamTimeout
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext
+	dialer := &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}
+	t.DialContext = dialer.DialContext
 	t.TLSHandshakeTimeout = d
 	t.ResponseHeaderTimeout = d
 	t.MaxIdleConns = maxIdleUpstreamConns
@@ -71,7 +72,7 @@ func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metr
 	}
 	var dp *directProxy
 	if direct {
-		dp = newDirect(u, d, lim.FromTrustedProxy, fail)
+		dp = newDirect(u, t, dialer, d, lim.FromTrustedProxy, fail)
 	}
 	if dp == nil {
 		return tunnels.gate(rp), t.CloseIdleConnections

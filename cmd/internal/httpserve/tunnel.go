@@ -79,13 +79,7 @@ func isAllowed(name string, allowed []string) bool {
 // stripUpgrade removes a request's upgrade offer: Upgrade, HTTP2-Settings,
 // Connection and the fields Connection names.
 func stripUpgrade(h http.Header) {
-	for _, v := range h["Connection"] {
-		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				h.Del(name)
-			}
-		}
-	}
+	deleteConnectionListed(h)
 	h.Del("Connection")
 	h.Del("Upgrade")
 	h.Del("Http2-Settings")

@@ -51,7 +51,7 @@ func (c *upstreamConn) Read(p []byte) (int, error) {
 // transport of net/http without MaxConnsPerHost.
 type upstreamPool struct {
 	addr   string
-	dialer net.Dialer
+	dialer *net.Dialer
 	// maxIdle bounds the idle connections kept; one more is closed.
 	maxIdle int
 	// idleTimeout is how long an idle connection is kept.
@@ -67,10 +67,10 @@ type upstreamPool struct {
 // response header that does not fit in 4 KiB is still read, in more calls.
 const upstreamBufferSize = 4 << 10
 
-func newUpstreamPool(addr string, dialTimeout time.Duration, maxIdle int, idleTimeout time.Duration) *upstreamPool {
+func newUpstreamPool(addr string, dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *upstreamPool {
 	p := &upstreamPool{
 		addr:        addr,
-		dialer:      net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		dialer:      dialer,
 		maxIdle:     maxIdle,
 		idleTimeout: idleTimeout,
 		done:        make(chan struct{}),

@@ -46,7 +46,7 @@ func listenAndDiscard(t *testing.T) (string, func() int) {
 // (the oldest), and a closed pool keeps none.
 func TestUpstreamPoolKeepsTheNewest(t *testing.T) {
 	addr, _ := listenAndDiscard(t)
-	p := newUpstreamPool(addr, time.Second, 3, time.Hour)
+	p := newUpstreamPool(addr, &net.Dialer{Timeout: time.Second}, 3, time.Hour)
 	defer p.close()
 	ctx := context.Background()
 	var cs []*upstreamConn
@@ -103,7 +103,7 @@ func TestUpstreamPoolKeepsTheNewest(t *testing.T) {
 // open.
 func TestUpstreamPoolUnderAFlood(t *testing.T) {
 	addr, _ := listenAndDiscard(t)
-	p := newUpstreamPool(addr, time.Second, 8, time.Hour)
+	p := newUpstreamPool(addr, &net.Dialer{Timeout: time.Second}, 8, time.Hour)
 	defer p.close()
 	var wg sync.WaitGroup
 	got := make(chan *upstreamConn, 64)
