@@ -42,6 +42,8 @@ import (
 // counts the informational responses.
 type fastProxy struct {
 	hc *fasthttp.HostClient
+	// tls is the configuration of an https upstream's connections.
+	tls *tls.Config
 	// host is the Host field sent: the upstream URL's.
 	host string
 	// prefix and query are the upstream URL's escaped path and raw query,
@@ -66,11 +68,11 @@ type fastProxy struct {
 func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthrottle.Set) (*fastProxy, func()) {
 	d := f.UpstreamTimeout
 	port := "80"
-	var tlsConf *tls.Config
+	p := &fastProxy{}
 	if u.Scheme == "https" {
 		port = "443"
 		// The system's roots, and the name in the URL.
-		tlsConf = &tls.Config{ServerName: u.Hostname()}
+		p.tls = &tls.Config{ServerName: u.Hostname()}
 	}
 	addr := u.Host
 	if u.Port() == "" {
@@ -82,7 +84,7 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 		if err != nil {
 			return nil, err
 		}
-		if tlsConf == nil {
+		if p.tls == nil {
 			pc := &probedConn{Conn: c}
 			pc.probe.init(c)
 			return pc, nil
@@ -90,7 +92,7 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 		// The handshake within the timeout too, as the transport's
 		// TLSHandshakeTimeout bounds it. A TLS connection is not probed
 		// while idle: its peer may send session tickets unasked.
-		tc := tls.Client(c, tlsConf)
+		tc := tls.Client(c, p.tls)
 		c.SetDeadline(time.Now().Add(d))
 		if err := tc.Handshake(); err != nil {
 			c.Close()
@@ -99,7 +101,8 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 		c.SetDeadline(time.Time{})
 		return tc, nil
 	}
-	p := &fastProxy{
+	*p = fastProxy{
+		tls: p.tls,
 		hc: &fasthttp.HostClient{
 			Addr: addr,
 			Dial: dial,

@@ -1,6 +1,7 @@
 package httpserve
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/faucetgo/faucet/cmd/internal/logthrottle"
 	"github.com/faucetgo/faucet/cmd/internal/metrics"
 	"github.com/faucetgo/faucet/cmd/internal/settings"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 )
 
@@ -24,11 +27,18 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
 
+// fastFront is a fasthttp.Server on loopback in front of a fastProxy.
+type fastFront struct {
+	addr string
+	m    *metrics.Metrics
+	p    *fastProxy
+}
+
 // testFastProxy serves newFastProxy's proxy on loopback with a
 // fasthttp.Server configured as serve's, behind a handler that sets a
-// field first as the limiter does; it returns the address and the
-// metrics. tweak, if not nil, changes the server before it starts.
-func testFastProxy(t *testing.T, upstream string, trusted bool, timeout time.Duration, tweak func(*fasthttp.Server)) (string, *metrics.Metrics) {
+// field first as the limiter does. tweak, if not nil, changes the proxy
+// and the server before the server starts.
+func testFastProxy(t *testing.T, upstream string, trusted bool, timeout time.Duration, tweak func(*fastProxy, *fasthttp.Server)) fastFront {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -51,7 +61,7 @@ func testFastProxy(t *testing.T, upstream string, trusted bool, timeout time.Dur
 		Logger:         quietLogger{},
 	}
 	if tweak != nil {
-		tweak(srv)
+		tweak(p, srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,7 +69,7 @@ func testFastProxy(t *testing.T, upstream string, trusted bool, timeout time.Dur
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Shutdown(); closeProxy() })
-	return ln.Addr().String(), m
+	return fastFront{ln.Addr().String(), m, p}
 }
 
 // TestFastProxyMatchesReverseProxy: for requests of every shape, the
@@ -70,32 +80,185 @@ func TestFastProxyMatchesReverseProxy(t *testing.T) {
 	rec := &recordingUpstream{}
 	up := httptest.NewServer(rec)
 	defer up.Close()
-	for _, trusted := range []bool{false, true} {
-		fast, _ := testFastProxy(t, up.URL, trusted, 5*time.Second, nil)
-		reverse := testProxy(t, up.URL, false, trusted, 5*time.Second)
-		for _, c := range proxyShapes {
-			reqs := []string{c.raw, c.raw}
-			gotF := rawExchange(t, fast, reqs)
-			seenF := rec.take()
-			gotR := rawExchange(t, reverse.Listener.Addr().String(), reqs)
-			seenR := rec.take()
-			name := fmt.Sprintf("trusted=%v %.60q", trusted, strings.SplitN(c.raw, "\r\n", 2)[0])
-			if !reflect.DeepEqual(gotF, gotR) {
-				t.Errorf("%s: client got\n fast    %q\n reverse %q", name, gotF, gotR)
+	// The upstream's own path and query, joined with the client's.
+	for _, upURL := range []string{up.URL, up.URL + "/", up.URL + "/api", up.URL + "/api/?k=v"} {
+		for _, trusted := range []bool{false, true} {
+			compareFastProxy(t, rec, upURL, trusted)
+		}
+	}
+}
+
+// compareFastProxy sends every request of proxyShapes, twice on one
+// connection, through the fasthttp proxy and the ReverseProxy to upURL.
+func compareFastProxy(t *testing.T, rec *recordingUpstream, upURL string, trusted bool) {
+	t.Helper()
+	fast := testFastProxy(t, upURL, trusted, 5*time.Second, nil).addr
+	reverse := testProxy(t, upURL, false, trusted, 5*time.Second)
+	for _, c := range proxyShapes {
+		reqs := []string{c.raw, c.raw}
+		gotF := rawExchange(t, fast, reqs)
+		seenF := rec.take()
+		gotR := rawExchange(t, reverse.Listener.Addr().String(), reqs)
+		seenR := rec.take()
+		name := fmt.Sprintf("%s trusted=%v %.60q", upURL, trusted, strings.SplitN(c.raw, "\r\n", 2)[0])
+		if !reflect.DeepEqual(gotF, gotR) {
+			t.Errorf("%s: client got\n fast    %q\n reverse %q", name, gotF, gotR)
+		}
+		if len(seenF) != len(seenR) || len(seenF) == 0 {
+			t.Fatalf("%s: upstream saw %d requests fast, %d reverse", name, len(seenF), len(seenR))
+		}
+		for i := range seenF {
+			f, r := seenF[i], seenR[i]
+			if !strings.Contains(c.raw, "Accept-Encoding") {
+				// Only the ReverseProxy's transport asks for gzip.
+				r.Header.Del("Accept-Encoding")
 			}
-			if len(seenF) != len(seenR) || len(seenF) == 0 {
-				t.Fatalf("%s: upstream saw %d requests fast, %d reverse", name, len(seenF), len(seenR))
-			}
-			for i := range seenF {
-				f, r := seenF[i], seenR[i]
-				if !strings.Contains(c.raw, "Accept-Encoding") {
-					// Only the ReverseProxy's transport asks for gzip.
-					r.Header.Del("Accept-Encoding")
-				}
-				if !reflect.DeepEqual(f, r) {
-					t.Errorf("%s: upstream saw\n fast    %+v\n reverse %+v", name, f, r)
-				}
+			if !reflect.DeepEqual(f, r) {
+				t.Errorf("%s: upstream saw\n fast    %+v\n reverse %+v", name, f, r)
 			}
 		}
+	}
+}
+
+// fastGet fetches path through a front and returns the response, with
+// its body read in full (err is the error reading it).
+func fastGet(t *testing.T, f fastFront, path string) (*http.Response, string, error) {
+	t.Helper()
+	res, err := http.Get("http://" + f.addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res, string(body), err
+}
+
+// TestFastProxyUpstreamFailures: a stalled upstream gets 504 after the
+// timeout; one that never ends its header, sends more than five
+// informational responses, switches protocols unasked, answers garbage or
+// a status below 100 gets 502: each a problem document with the limiter's
+// fields, counted. A header under the limit but larger than a
+// connection's buffer, and five informational responses, pass.
+func TestFastProxyUpstreamFailures(t *testing.T) {
+	const timeout = time.Second
+	for _, tt := range []struct {
+		name   string
+		answer func(c net.Conn)
+		want   int
+	}{
+		{"stall", func(c net.Conn) { time.Sleep(3 * timeout) }, http.StatusGatewayTimeout},
+		{"endless header", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
+			for range 2000 { // 2 MB, more than the 1 MiB allowed
+				if _, err := io.WriteString(c, line); err != nil {
+					return
+				}
+			}
+		}, http.StatusBadGateway},
+		{"large header", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
+			for range 500 { // 500 KB, less than the 1 MiB allowed
+				io.WriteString(c, line)
+			}
+			io.WriteString(c, "Content-Length: 2\r\n\r\nok")
+		}, http.StatusOK},
+		{"five 1xx", func(c net.Conn) {
+			for range 5 {
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+			}
+			io.WriteString(c, okResponse)
+		}, http.StatusOK},
+		{"1xx flood", func(c net.Conn) {
+			for range 6 {
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		}, http.StatusBadGateway},
+		{"unasked switch", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		}, http.StatusBadGateway},
+		{"garbage", func(c net.Conn) { io.WriteString(c, "NOT HTTP\r\n\r\n") }, http.StatusBadGateway},
+		{"status 99", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 099 Odd\r\n\r\n")
+			// The proxy must close the connection, not leave it open.
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+				panic(fmt.Sprintf("after a status of 99 the upstream read %v, want EOF: the proxy left the connection open", err))
+			}
+		}, http.StatusBadGateway},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { tt.answer(c) })
+			f := testFastProxy(t, up, false, timeout, nil)
+			res, body, err := fastGet(t, f, "/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != tt.want {
+				t.Fatalf("%d %s, want %d", res.StatusCode, body, tt.want)
+			}
+			counted := testutil.ToFloat64(f.m.UpstreamErrors.WithLabelValues(strconv.Itoa(tt.want)))
+			if tt.want == http.StatusOK {
+				if body != "ok" || counted != 0 {
+					t.Errorf("body %q, %v upstream errors counted; want ok, none", body, counted)
+				}
+				return
+			}
+			detail := "The upstream server could not be reached, or did not answer with a valid response."
+			if tt.want == http.StatusGatewayTimeout {
+				detail = fmt.Sprintf("The upstream server did not answer within %v.", timeout)
+			}
+			if want := string(problemBody(tt.want, detail)); body != want || res.Header.Get("Content-Type") != "application/problem+json" ||
+				res.Header.Get("Cache-Control") != "no-store" || res.Header.Get("X-Rate") != "limiter" {
+				t.Errorf("answer %v %q, want the problem document %q with X-Rate", res.Header, body, want)
+			}
+			if counted != 1 {
+				t.Errorf("%v upstream errors counted as %d, want 1", counted, tt.want)
+			}
+		})
+	}
+}
+
+// TestFastProxyCutsATruncatedBody: a body the upstream ends early reaches
+// the client as an error, not as a shorter response that looks whole, for
+// either framing.
+func TestFastProxyCutsATruncatedBody(t *testing.T) {
+	for name, answer := range map[string]string{
+		"length":  "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b",
+		"chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { io.WriteString(c, answer) })
+			f := testFastProxy(t, up, false, 5*time.Second, nil)
+			res, err := http.Get("http://" + f.addr + "/x")
+			if err != nil {
+				return // cut before the header: also not whole
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err == nil {
+				t.Errorf("the client read a whole body %q; want an error", body)
+			}
+			waitIdle(t, f.p, 0)
+		})
+	}
+}
+
+// waitIdle waits until the proxy's upstream connections are all idle, and
+// idle of them: no request holds one any more.
+func waitIdle(t *testing.T, p *fastProxy, idle int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, i := p.hc.ConnsCount(), p.hc.IdleConnsCount()
+		if n == idle && i == idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d upstream connections, %d idle; want %d, all idle", n, i, idle)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
