@@ -211,11 +211,14 @@ func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted 
 }
 
 // roundTrip sends the request and reads the final response header. A
-// request without a body that a reused connection failed before any byte
-// of the answer is sent again, once, on another connection: the upstream
-// closed it as the request arrived.
+// request safe to repeat (GET, HEAD, OPTIONS or TRACE without a body, as
+// net/http's transport judges) that a reused connection failed before any
+// byte of the answer is sent again, once, on another connection: the
+// upstream closed it as the request arrived.
 func (x *fastExchange) roundTrip(trusted bool) error {
-	bodyless := x.ctx.Request.Header.ContentLength() == 0
+	h := &x.ctx.Request.Header
+	n := h.ContentLength()
+	replayable := (n == 0 || n == -2) && (h.IsGet() || h.IsHead() || h.IsOptions() || h.IsTrace())
 	for attempt := 0; ; attempt++ {
 		reused, err := x.acquire()
 		if err != nil {
@@ -229,7 +232,7 @@ func (x *fastExchange) roundTrip(trusted bool) error {
 		if !errors.As(err, &cb) && !time.Now().Before(x.deadline) {
 			err = errHeaderTimeout{}
 		}
-		if attempt > 0 || !reused || !bodyless || !idleClosed(err) {
+		if attempt > 0 || !reused || !replayable || !idleClosed(err) {
 			return err
 		}
 		x.release(false)

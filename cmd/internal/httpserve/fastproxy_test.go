@@ -2,6 +2,7 @@ package httpserve
 
 import (
 	"bufio"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -261,4 +262,271 @@ func waitIdle(t *testing.T, p *fastProxy, idle int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestFastProxyStreams: a streamed response reaches the client as it
+// comes: the client reads the first part before the upstream sends the
+// second.
+func TestFastProxyStreams(t *testing.T) {
+	for _, ct := range []string{"text/plain", "text/event-stream"} {
+		t.Run(ct, func(t *testing.T) {
+			read := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", ct)
+				io.WriteString(w, "first\n")
+				w.(http.Flusher).Flush()
+				select {
+				case <-read:
+				case <-time.After(10 * time.Second):
+				}
+				io.WriteString(w, "second\n")
+			}))
+			defer up.Close()
+			f := testFastProxy(t, up.URL, false, 5*time.Second, nil)
+			res, err := http.Get("http://" + f.addr + "/stream")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			br := bufio.NewReader(res.Body)
+			first, err := br.ReadString('\n')
+			if err != nil || first != "first\n" {
+				t.Fatalf("first part %q, %v", first, err)
+			}
+			close(read)
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "second\n" {
+				t.Fatalf("second part %q, %v", rest, err)
+			}
+		})
+	}
+}
+
+// TestFastProxyClientBodyFailure: a client that fails to send its body
+// gets 400, or 408 when the server's read timeout cut it, not a 502 or
+// 504, and the upstream is not blamed.
+func TestFastProxyClientBodyFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name, raw string
+		want      int
+	}{
+		{"bad chunk", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\nzz\r\n", http.StatusBadRequest},
+		{"stalled", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("b", 50000), http.StatusRequestTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recordingUpstream{}
+			up := httptest.NewServer(rec)
+			defer up.Close()
+			f := testFastProxy(t, up.URL, false, 5*time.Second, func(_ *fastProxy, s *fasthttp.Server) {
+				s.ReadTimeout = time.Second
+			})
+			c, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			io.WriteString(c, tt.raw)
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			if want := string(problemBody(tt.want, "The request body did not arrive in full.")); res.StatusCode != tt.want || string(body) != want {
+				t.Errorf("%d %q, want %d %q", res.StatusCode, body, tt.want, want)
+			}
+			for _, s := range []string{"502", "504"} {
+				if n := testutil.ToFloat64(f.m.UpstreamErrors.WithLabelValues(s)); n != 0 {
+					t.Errorf("%v upstream errors counted as %s", n, s)
+				}
+			}
+			waitIdle(t, f.p, 0)
+		})
+	}
+}
+
+// bigUpstream answers with a body far larger than the sockets buffer,
+// and closes cut when a write fails: the proxy closed its connection.
+func bigUpstream(t *testing.T) (string, chan struct{}) {
+	cut := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 1<<20)
+		for range 256 { // 256 MiB
+			if _, err := w.Write(chunk); err != nil {
+				close(cut)
+				return
+			}
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up.URL, cut
+}
+
+// TestFastProxySlowReaderFreesTheUpstream: a client that stops reading a
+// large response is cut at the server's write timeout, and the upstream
+// connection is closed with it, not kept waiting or pooled half-read.
+func TestFastProxySlowReaderFreesTheUpstream(t *testing.T) {
+	up, cut := bigUpstream(t)
+	f := testFastProxy(t, up, false, 5*time.Second, func(_ *fastProxy, s *fasthttp.Server) {
+		s.WriteTimeout = time.Second
+	})
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+	select {
+	case <-cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream kept writing 30 s after the client stopped reading")
+	}
+	waitIdle(t, f.p, 0)
+}
+
+// TestFastProxyClientLeavingMidBody: a client that leaves in the middle
+// of a large body has the upstream connection closed, and the proxy
+// serves the next request.
+func TestFastProxyClientLeavingMidBody(t *testing.T) {
+	up, cut := bigUpstream(t)
+	f := testFastProxy(t, up, false, 5*time.Second, nil)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+	if _, err := io.ReadFull(c, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case <-cut:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream kept writing 30 s after the client left")
+	}
+	waitIdle(t, f.p, 0)
+}
+
+// TestFastProxyUnderAFlood: 64 requests at once are all answered, each
+// on a connection of its own that the pool keeps afterwards, idle; then
+// closing the idle connections leaves none.
+func TestFastProxyUnderAFlood(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	f := testFastProxy(t, up.URL, false, 5*time.Second, nil)
+	const n = 64
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			res, err := http.Get("http://" + f.addr + "/x")
+			if err != nil {
+				errs <- err
+				return
+			}
+			body, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err == nil && (res.StatusCode != http.StatusOK || string(body) != "ok") {
+				err = fmt.Errorf("%d %q", res.StatusCode, body)
+			}
+			errs <- err
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for f.p.hc.ConnsCount() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	waitIdle(t, f.p, n)
+	f.p.hc.CloseIdleConnections()
+	waitIdle(t, f.p, 0)
+}
+
+// TestFastProxyReusesOnlyCleanConnections: as the direct way does (see
+// its tests of the same shapes), a connection the upstream closed without
+// saying so, or closed as a request arrived, costs the client nothing (the
+// request goes again on a new connection), and bytes the upstream sent
+// past a response, at once or while the connection idled, are never read
+// as another request's answer.
+func TestFastProxyReusesOnlyCleanConnections(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer func(c net.Conn, i int) bool
+		pause  time.Duration // between requests
+	}{
+		{"stale", func(c net.Conn, i int) bool {
+			io.WriteString(c, okResponse)
+			return false
+		}, 20 * time.Millisecond},
+		{"hangs up", func(c net.Conn, i int) bool {
+			if i == 0 {
+				io.WriteString(c, okResponse)
+			}
+			return i == 0
+		}, 0},
+		{"bytes unasked", func(c net.Conn, i int) bool {
+			if i == 0 {
+				io.WriteString(c, okResponse+"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+			} else {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+			}
+			return true
+		}, 0},
+		{"spoke while idle", func(c net.Conn, i int) bool {
+			io.WriteString(c, okResponse)
+			if i == 0 {
+				time.Sleep(50 * time.Millisecond)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+			}
+			return true
+		}, 300 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := scriptedUpstream(t, tt.answer)
+			f := testFastProxy(t, up, false, 5*time.Second, nil)
+			for i := range 4 {
+				res, body, err := fastGet(t, f, "/x")
+				if err != nil || res.StatusCode != http.StatusOK || body != "ok" {
+					t.Fatalf("request %d: %d %q %v, want 200 ok", i, res.StatusCode, body, err)
+				}
+				time.Sleep(tt.pause)
+			}
+		})
+	}
+}
+
+// TestFastProxyTLS: an https upstream is reached over TLS, its
+// certificate checked against the roots (the system's, unless set).
+func TestFastProxyTLS(t *testing.T) {
+	rec := &recordingUpstream{}
+	up := httptest.NewTLSServer(rec)
+	defer up.Close()
+	untrusted := testFastProxy(t, up.URL, false, 5*time.Second, nil)
+	if res, _, _ := fastGet(t, untrusted, "/x"); res.StatusCode != http.StatusBadGateway {
+		t.Errorf("an upstream certificate no root signed: %d, want 502", res.StatusCode)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(up.Certificate())
+	trusted := testFastProxy(t, up.URL, false, 5*time.Second, func(p *fastProxy, _ *fasthttp.Server) {
+		p.tls.RootCAs = roots
+	})
+	for range 2 {
+		if res, body, err := fastGet(t, trusted, "/x"); err != nil || res.StatusCode != http.StatusOK || body != "ok /x" {
+			t.Fatalf("%d %q %v, want 200 ok /x", res.StatusCode, body, err)
+		}
+	}
+	if seen := rec.take(); len(seen) != 2 || seen[0].Host != strings.TrimPrefix(up.URL, "https://") {
+		t.Errorf("upstream saw %+v", seen)
+	}
+	waitIdle(t, trusted.p, 1)
 }
