@@ -553,13 +553,12 @@ func (x *fastExchange) readHeader() error {
 	informational := 0
 	for {
 		err := h.Read(x.br)
-		var small *fasthttp.ErrSmallBuffer
 		switch {
 		case err == nil:
-		case errors.As(err, &small) && !x.big:
+		case isSmallBuffer(err) && !x.big:
 			x.grow()
 			continue
-		case errors.As(err, &small):
+		case isSmallBuffer(err):
 			return errResponseHeaderTooLarge
 		case err == io.EOF:
 			// Nothing of a response arrived.
@@ -580,6 +579,13 @@ func (x *fastExchange) readHeader() error {
 		}
 		informational++
 	}
+}
+
+// isSmallBuffer reports whether err says that a header did not fit in the
+// reader's buffer.
+func isSmallBuffer(err error) bool {
+	var e *fasthttp.ErrSmallBuffer
+	return errors.As(err, &e)
 }
 
 // grow moves the reading of a response header to a reader of
