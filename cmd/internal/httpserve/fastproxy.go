@@ -546,8 +546,10 @@ func (x *fastExchange) writeUpstream(b []byte, chunked bool) error {
 // connection's buffer, up to maxResponseHeaderBytes.
 var bigReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, maxResponseHeaderBytes) }}
 
-// readHeader reads the final response header, skipping at most
-// max1xxResponses informational ones: fasthttp's server cannot send them.
+// readHeader reads the final response header, after at most
+// max1xxResponses informational ones: 103 Early Hints reach the client
+// with their Link fields, the only ones fasthttp's server sends in a 1xx;
+// the others are dropped.
 func (x *fastExchange) readHeader() error {
 	h := &x.res.Header
 	informational := 0
@@ -578,7 +580,25 @@ func (x *fastExchange) readHeader() error {
 			return errTooMany1xx
 		}
 		informational++
+		if h.StatusCode() == http.StatusEarlyHints {
+			x.forwardHints()
+		}
 	}
+}
+
+// forwardHints sends the client a 103 with the Link fields of the one
+// just read, and keeps them off the final response.
+func (x *fastExchange) forwardHints() {
+	links := x.res.Header.PeekAll("Link")
+	if len(links) == 0 {
+		return
+	}
+	out := &x.ctx.Response.Header
+	for _, l := range links {
+		out.AddBytesV("Link", l)
+	}
+	x.ctx.EarlyHints()
+	out.Del("Link")
 }
 
 // isSmallBuffer reports whether err says that a header did not fit in the
