@@ -563,3 +563,51 @@ func TestFastProxyForwardsEarlyHints(t *testing.T) {
 		t.Errorf("final response %d %v, want 200 with X-Rate and without Link", res.StatusCode, res.Header)
 	}
 }
+
+// TestFastProxyMatchesReverseProxyOnRawAnswers: answers no net/http
+// upstream gives (a body that ends with the connection, HTTP/1.0, fields
+// repeated or named in Connection, an unknown status, trailers) reach the
+// client as through the ReverseProxy, but for the differences listed:
+// each is what the ReverseProxy's client got that the fasthttp proxy's
+// did not, and must be there.
+func TestFastProxyMatchesReverseProxyOnRawAnswers(t *testing.T) {
+	const ct = "Content-Type: text/plain\r\n"
+	for _, tt := range []struct{ answer, differs string }{
+		{"HTTP/1.1 200 OK\r\n" + ct + "\r\nuntil the end", ""},
+		{"HTTP/1.0 200 OK\r\n" + ct + "Content-Length: 2\r\n\r\nok", ""},
+		{"HTTP/1.1 200 OK\r\n" + ct + "Connection: close\r\nContent-Length: 2\r\n\r\nok", ""},
+		{"HTTP/1.1 200 OK\r\n" + ct + "Set-Cookie: a=1\r\nSet-Cookie: a=2\r\nX-Dup: 1\r\nX-Dup: 2\r\nContent-Length: 2\r\n\r\nok", ""},
+		{"HTTP/1.1 200 OK\r\n" + ct + "Connection: X-Hop, Server\r\nX-Hop: 1\r\nServer: s\r\nContent-Length: 2\r\n\r\nok", ""},
+		{"HTTP/1.1 299 Custom\r\n" + ct + "Content-Length: 2\r\n\r\nok", ""},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-A, X-B\r\n\r\n2\r\nok\r\n0\r\nX-A: 1\r\nX-B: 2\r\n\r\n", ""},
+		// Net/http's server sniffs a type the upstream did not send;
+		// fasthttp's passes the body as it came.
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", `Content-Type=["text/plain; charset=utf-8"] `},
+		// Fasthttp's server writes only the trailers announced in
+		// the header; the ReverseProxy passes the others too.
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\n\r\n2\r\nok\r\n0\r\nX-A: 1\r\nX-C: 3\r\n\r\n", ` X-C:[3]`},
+	} {
+		var got [2][]string
+		for i, fast := range []bool{true, false} {
+			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { io.WriteString(c, tt.answer) })
+			addr := ""
+			if fast {
+				addr = testFastProxy(t, up, false, 5*time.Second, nil).addr
+			} else {
+				addr = testProxy(t, up, false, false, 5*time.Second).Listener.Addr().String()
+			}
+			got[i] = rawExchange(t, addr, []string{"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"})
+		}
+		fast, reverse := got[0], got[1]
+		if tt.differs != "" {
+			if len(reverse) != 1 || !strings.Contains(reverse[0], tt.differs) {
+				t.Errorf("%q: reverse %q, want it with %s", tt.answer, reverse, tt.differs)
+				continue
+			}
+			reverse = []string{strings.Replace(reverse[0], tt.differs, "", 1)}
+		}
+		if !reflect.DeepEqual(fast, reverse) {
+			t.Errorf("%q: client got\n fast    %q\n reverse %q", tt.answer, fast, reverse)
+		}
+	}
+}
