@@ -223,6 +223,7 @@ var proxyShapes = []struct {
 	{"GET /body HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
 	{"DELETE /del HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
 	{"POST /chunked HTTP/1.1\r\nHost: front.example\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n4\r\nmore\r\n0\r\n\r\n", false},
+	{"GET /raw/\xc3\xa9/%41 HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
 	{"GET http://front.example/abs?x=1 HTTP/1.1\r\nHost: front.example\r\nx-lower: 1\r\n\r\n", false},
 	{"PUT /put HTTP/1.1\r\nHost: front.example\r\nContent-Length: 0\r\nContent-Type: text/plain\r\n\r\n", false},
 	{"GET /close HTTP/1.1\r\nHost: front.example\r\n\r\n", true},

@@ -420,6 +420,9 @@ func (x *fastExchange) writeTarget() {
 		path, query = uri[:i], uri[i+1:]
 		forced = len(query) == 0
 	}
+	if !pathEncoded(path) {
+		path = []byte(escapedPath(path))
+	}
 	aslash := strings.HasSuffix(p.prefix, "/")
 	bslash := len(path) > 0 && path[0] == '/'
 	switch {
@@ -454,6 +457,28 @@ func (x *fastExchange) writeTarget() {
 		bw.WriteByte('?')
 		bw.Write(q)
 	}
+}
+
+// pathEncoded reports whether a raw path holds only bytes a URL's path
+// keeps as they are (url.URL.EscapedPath's test): the ReverseProxy sends
+// such a path as received, and escapes any other.
+func pathEncoded(p []byte) bool {
+	for _, c := range p {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@/[]%", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// escapedPath is a raw path that is not pathEncoded as the ReverseProxy
+// sends it: decoded, then escaped.
+func escapedPath(p []byte) string {
+	decoded, err := url.PathUnescape(string(p))
+	if err != nil {
+		return string(p)
+	}
+	return (&url.URL{Path: decoded}).EscapedPath()
 }
 
 // b2s is b as a string without a copy, for a look that keeps no
