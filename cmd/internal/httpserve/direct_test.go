@@ -28,7 +28,7 @@ import (
 // seenRequest is what an upstream received, as its handler sees it.
 type seenRequest struct {
 	Method, URI, Host, Body string
-	Header                  http.Header
+	Header, Trailer         http.Header
 }
 
 // recordingUpstream answers by path, and records every request it gets.
@@ -40,7 +40,7 @@ type recordingUpstream struct {
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
-	u.seen = append(u.seen, seenRequest{r.Method, r.RequestURI, r.Host, string(body), r.Header.Clone()})
+	u.seen = append(u.seen, seenRequest{r.Method, r.RequestURI, r.Host, string(body), r.Header.Clone(), r.Trailer.Clone()})
 	u.mu.Unlock()
 	h := w.Header()
 	switch r.URL.Path {
@@ -225,6 +225,7 @@ var proxyShapes = []struct {
 	{"POST /chunked HTTP/1.1\r\nHost: front.example\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n4\r\nmore\r\n0\r\n\r\n", false},
 	{"GET /raw/\xc3\xa9/%41 HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
 	{"GET http://front.example/abs?x=1 HTTP/1.1\r\nHost: front.example\r\nx-lower: 1\r\n\r\n", false},
+	{"POST /trailers HTTP/1.1\r\nHost: front.example\r\nTransfer-Encoding: chunked\r\nTrailer: X-T, X-U\r\n\r\n4\r\nbody\r\n0\r\nX-T: 1\r\nX-U: 2\r\nX-U: 3\r\n\r\n", false},
 	{"PUT /put HTTP/1.1\r\nHost: front.example\r\nContent-Length: 0\r\nContent-Type: text/plain\r\n\r\n", false},
 	{"GET /close HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
 	{"GET /many?" + strings.Repeat("a&", 9999) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", true},

@@ -342,6 +342,15 @@ func (x *fastExchange) writeHeader(trusted bool, length int) {
 		bw.WriteString("\r\n")
 	case length == -1:
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		sep := "Trailer: "
+		for name := range h.Trailers() {
+			bw.WriteString(sep)
+			bw.Write(name)
+			sep = ", "
+		}
+		if sep != "Trailer: " {
+			bw.WriteString("\r\n")
+		}
 	case h.IsPost() || h.IsPut() || h.IsPatch():
 		// Net/http's transport says so, as many servers expect it.
 		bw.WriteString("Content-Length: 0\r\n")
@@ -541,14 +550,30 @@ func (x *fastExchange) writeBody(length int) error {
 		case length >= 0 && left == 0:
 			return nil
 		case rerr == io.EOF && length == -1:
-			_, err := x.bw.WriteString("0\r\n\r\n")
-			return err
+			return x.writeTrailers()
 		case rerr == io.EOF:
 			return clientBodyError{io.ErrUnexpectedEOF}
 		case rerr != nil:
 			return clientBodyError{rerr}
 		}
 	}
+}
+
+// writeTrailers ends a chunked body with the trailers the client
+// announced.
+func (x *fastExchange) writeTrailers() error {
+	h, bw := &x.ctx.Request.Header, x.bw
+	bw.WriteString("0\r\n")
+	for name := range h.Trailers() {
+		for _, v := range h.PeekAll(b2s(name)) {
+			bw.Write(name)
+			bw.WriteString(": ")
+			bw.Write(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	_, err := bw.WriteString("\r\n")
+	return err
 }
 
 // writeUpstream writes b to the upstream, as a chunk if chunked, within

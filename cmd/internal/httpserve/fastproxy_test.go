@@ -114,6 +114,18 @@ func compareFastProxy(t *testing.T, rec *recordingUpstream, upURL string, truste
 				// Only the ReverseProxy's transport asks for gzip.
 				r.Header.Del("Accept-Encoding")
 			}
+			if len(r.Trailer) > 0 {
+				// The ReverseProxy sends a request's trailers
+				// empty (it copies the request's Trailer before
+				// the body, whose end fills it); fastProxy
+				// sends their values.
+				for k, v := range r.Trailer {
+					if len(v) != 0 || len(f.Trailer[k]) == 0 {
+						t.Errorf("%s: trailer %s: fast %q, reverse %q; want a value, and none", name, k, f.Trailer[k], v)
+					}
+					f.Trailer[k] = v
+				}
+			}
 			if !reflect.DeepEqual(f, r) {
 				t.Errorf("%s: upstream saw\n fast    %+v\n reverse %+v", name, f, r)
 			}
@@ -569,7 +581,9 @@ func TestFastProxyForwardsEarlyHints(t *testing.T) {
 // repeated or named in Connection, an unknown status, trailers) reach the
 // client as through the ReverseProxy, but for the differences listed:
 // each is what the ReverseProxy's client got that the fasthttp proxy's
-// did not, and must be there.
+// did not, and must be there. (Trailers the upstream did not announce are
+// left out: fasthttp's server writes only announced ones, and the
+// ReverseProxy passes the others or not, depending on timing.)
 func TestFastProxyMatchesReverseProxyOnRawAnswers(t *testing.T) {
 	const ct = "Content-Type: text/plain\r\n"
 	for _, tt := range []struct{ answer, differs string }{
@@ -579,13 +593,10 @@ func TestFastProxyMatchesReverseProxyOnRawAnswers(t *testing.T) {
 		{"HTTP/1.1 200 OK\r\n" + ct + "Set-Cookie: a=1\r\nSet-Cookie: a=2\r\nX-Dup: 1\r\nX-Dup: 2\r\nContent-Length: 2\r\n\r\nok", ""},
 		{"HTTP/1.1 200 OK\r\n" + ct + "Connection: X-Hop, Server\r\nX-Hop: 1\r\nServer: s\r\nContent-Length: 2\r\n\r\nok", ""},
 		{"HTTP/1.1 299 Custom\r\n" + ct + "Content-Length: 2\r\n\r\nok", ""},
-		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-A, X-B\r\n\r\n2\r\nok\r\n0\r\nX-A: 1\r\nX-B: 2\r\n\r\n", ""},
+		{"HTTP/1.1 200 OK\r\n" + ct + "Transfer-Encoding: chunked\r\nTrailer: X-A, X-B\r\n\r\n2\r\nok\r\n0\r\nX-A: 1\r\nX-B: 2\r\n\r\n", ""},
 		// Net/http's server sniffs a type the upstream did not send;
 		// fasthttp's passes the body as it came.
 		{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", `Content-Type=["text/plain; charset=utf-8"] `},
-		// Fasthttp's server writes only the trailers announced in
-		// the header; the ReverseProxy passes the others too.
-		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\n\r\n2\r\nok\r\n0\r\nX-A: 1\r\nX-C: 3\r\n\r\n", ` X-C:[3]`},
 	} {
 		var got [2][]string
 		for i, fast := range []bool{true, false} {
