@@ -41,7 +41,8 @@ import (
 // wait for the header, allows a header of maxResponseHeaderBytes, and
 // counts the informational responses.
 type fastProxy struct {
-	hc *fasthttp.HostClient
+	hc     *fasthttp.HostClient
+	dialer *net.Dialer
 	// tls is the configuration of an https upstream's connections.
 	tls *tls.Config
 	// host is the Host field sent: the upstream URL's.
@@ -67,58 +68,8 @@ type fastProxy struct {
 // connections.
 func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthrottle.Set) (*fastProxy, func()) {
 	d := f.UpstreamTimeout
-	port := "80"
-	p := &fastProxy{}
-	if u.Scheme == "https" {
-		port = "443"
-		// The system's roots, and the name in the URL.
-		p.tls = &tls.Config{ServerName: u.Hostname()}
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), port)
-	}
-	dialer := &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}
-	dial := func(addr string) (net.Conn, error) {
-		c, err := dialer.Dial("tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		if p.tls == nil {
-			pc := &probedConn{Conn: c}
-			pc.probe.init(c)
-			return pc, nil
-		}
-		// The handshake within the timeout too, as the transport's
-		// TLSHandshakeTimeout bounds it. A TLS connection is not probed
-		// while idle: its peer may send session tickets unasked.
-		tc := tls.Client(c, p.tls)
-		c.SetDeadline(time.Now().Add(d))
-		if err := tc.Handshake(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		c.SetDeadline(time.Time{})
-		return tc, nil
-	}
-	*p = fastProxy{
-		tls: p.tls,
-		hc: &fasthttp.HostClient{
-			Addr: addr,
-			Dial: dial,
-			// Beyond this many connections, a request waits for one
-			// to be free, at most the timeout.
-			MaxConns:            maxIdleUpstreamConns,
-			MaxConnWaitTimeout:  d,
-			MaxIdleConnDuration: http.DefaultTransport.(*http.Transport).IdleConnTimeout,
-			ConnPoolStrategy:    fasthttp.LIFO,
-			ReadBufferSize:      upstreamBufferSize,
-			WriteBufferSize:     upstreamBufferSize,
-			// Unused by the proxy's own round trip; set for any other.
-			DisablePathNormalizing:   true,
-			NoDefaultUserAgentHeader: true,
-			StreamResponseBody:       true,
-		},
+	p := &fastProxy{
+		dialer:         &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second},
 		host:           u.Host,
 		prefix:         u.EscapedPath(),
 		query:          u.RawQuery,
@@ -128,8 +79,59 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 		gatewayTimeout: m.UpstreamErrors.WithLabelValues(strconv.Itoa(http.StatusGatewayTimeout)),
 		log:            logs.Logger("upstream"),
 	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+		// The system's roots, and the name in the URL.
+		p.tls = &tls.Config{ServerName: u.Hostname()}
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	p.hc = &fasthttp.HostClient{
+		Addr: addr,
+		Dial: p.dial,
+		// Beyond this many connections, a request waits for one to be
+		// free, at most the timeout.
+		MaxConns:            maxIdleUpstreamConns,
+		MaxConnWaitTimeout:  d,
+		MaxIdleConnDuration: http.DefaultTransport.(*http.Transport).IdleConnTimeout,
+		ConnPoolStrategy:    fasthttp.LIFO,
+		ReadBufferSize:      upstreamBufferSize,
+		WriteBufferSize:     upstreamBufferSize,
+		// Unused by the proxy's own round trip; set for any other.
+		DisablePathNormalizing:   true,
+		NoDefaultUserAgentHeader: true,
+		StreamResponseBody:       true,
+	}
 	p.exchanges.New = func() any { return &fastExchange{p: p} }
 	return p, p.hc.CloseIdleConnections
+}
+
+// dial connects to the upstream, and does the TLS handshake of an https
+// one, each within the timeout, as the transport's dialer and
+// TLSHandshakeTimeout bound them.
+func (p *fastProxy) dial(addr string) (net.Conn, error) {
+	c, err := p.dialer.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if p.tls == nil {
+		pc := &probedConn{Conn: c}
+		pc.probe.init(c)
+		return pc, nil
+	}
+	// A TLS connection is not probed while idle: its peer may send
+	// session tickets unasked.
+	tc := tls.Client(c, p.tls)
+	c.SetDeadline(time.Now().Add(p.timeout))
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // probedConn is a plain upstream connection with the probe that tells
