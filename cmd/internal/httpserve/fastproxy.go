@@ -157,7 +157,8 @@ type fastExchange struct {
 	// big says that br is a reader of bigReaders, taken for a response
 	// header larger than the connection's buffer.
 	big bool
-	// deadline is when the wait for the response header ends.
+	// deadline is when the wait for the upstream ends: to take the body
+	// being written, or to answer.
 	deadline time.Time
 	res      fasthttp.Response
 	// body is the upstream's body; length its Content-Length, -1 when
@@ -581,7 +582,8 @@ func (x *fastExchange) writeTrailers() error {
 // writeUpstream writes b to the upstream, as a chunk if chunked, within
 // the timeout from now.
 func (x *fastExchange) writeUpstream(b []byte, chunked bool) error {
-	x.conn.SetWriteDeadline(time.Now().Add(x.p.timeout))
+	x.deadline = time.Now().Add(x.p.timeout)
+	x.conn.SetWriteDeadline(x.deadline)
 	bw := x.bw
 	if chunked {
 		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), int64(len(b)), 16))

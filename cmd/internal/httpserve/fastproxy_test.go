@@ -622,3 +622,38 @@ func TestFastProxyMatchesReverseProxyOnRawAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestFastProxyLargeBodies: bodies larger than every buffer pass whole
+// both ways, with their framing: a request body of known length and a
+// chunked one, and the response's.
+func TestFastProxyLargeBodies(t *testing.T) {
+	const size = 8 << 20
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil || n != size {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(make([]byte, size))
+	}))
+	defer up.Close()
+	f := testFastProxy(t, up.URL, false, 5*time.Second, nil)
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = strings.NewReader(strings.Repeat("b", size))
+		if chunked {
+			body = io.MultiReader(body) // of unknown length
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+f.addr+"/up", body)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK || n != size || res.ContentLength != size {
+			t.Errorf("chunked=%v: %d, %d bytes of %d (%v), error %v", chunked, res.StatusCode, n, int64(size), res.ContentLength, err)
+		}
+	}
+	waitIdle(t, f.p, 1)
+}
