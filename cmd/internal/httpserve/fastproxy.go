@@ -170,6 +170,26 @@ type fastExchange struct {
 	eof    bool
 	// listed holds the values of a Connection field being forwarded.
 	listed [][]byte
+	// key holds a field name in canonical form.
+	key []byte
+}
+
+// canonical returns k in canonical form (as net/http writes names), in
+// x.key: the server may pass names as received, and a client must not get
+// a field past the proxy by spelling it in another case.
+func (x *fastExchange) canonical(k []byte) []byte {
+	x.key = append(x.key[:0], k...)
+	upper := true
+	for i, c := range x.key {
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			x.key[i] = c - ('a' - 'A')
+		case !upper && 'A' <= c && c <= 'Z':
+			x.key[i] = c + ('a' - 'A')
+		}
+		upper = c == '-'
+	}
+	return x.key
 }
 
 // connOf recovers the HostClient's connection from an any: its type, which
@@ -322,7 +342,7 @@ func (x *fastExchange) writeHeader(trusted bool, length int) {
 	var ua []byte
 	uaSeen, te := false, false
 	for k, v := range h.AllInOrder() {
-		switch string(k) {
+		switch string(x.canonical(k)) {
 		case "Connection":
 			x.listed = append(x.listed, v)
 		case "User-Agent":
@@ -359,7 +379,7 @@ func (x *fastExchange) writeHeader(trusted bool, length int) {
 		bw.WriteString("Content-Length: 0\r\n")
 	}
 	for k, v := range h.AllInOrder() {
-		if forwardedExclude[string(k)] || namedIn(x.listed, k) {
+		if forwardedExclude[string(x.canonical(k))] || namedIn(x.listed, k) {
 			continue
 		}
 		bw.Write(k)
@@ -375,7 +395,7 @@ func (x *fastExchange) writeHeader(trusted bool, length int) {
 		bw.WriteString("X-Forwarded-For: ")
 		if trusted {
 			for k, v := range h.AllInOrder() {
-				if string(k) == "X-Forwarded-For" {
+				if string(x.canonical(k)) == "X-Forwarded-For" {
 					bw.Write(v)
 					bw.WriteString(", ")
 				}

@@ -657,3 +657,26 @@ func TestFastProxyLargeBodies(t *testing.T) {
 	}
 	waitIdle(t, f.p, 1)
 }
+
+// TestFastProxyFieldNamesInAnyCase: a server that passes field names as
+// received does not let a client's forwarding or hop-by-hop field past
+// the proxy by its case.
+func TestFastProxyFieldNamesInAnyCase(t *testing.T) {
+	rec := &recordingUpstream{}
+	up := httptest.NewServer(rec)
+	defer up.Close()
+	f := testFastProxy(t, up.URL, false, 5*time.Second, func(_ *fastProxy, s *fasthttp.Server) {
+		s.DisableHeaderNamesNormalizing = true
+	})
+	rawExchange(t, f.addr, []string{"GET /x HTTP/1.1\r\nHost: a\r\nx-forwarded-for: 203.0.113.7\r\nFORWARDED: for=1.1.1.1\r\n" +
+		"connection: x-secret\r\nx-secret: s\r\nproxy-authorization: Basic x\r\nuser-agent: ua\r\n\r\n"})
+	seen := rec.take()
+	if len(seen) != 1 {
+		t.Fatalf("upstream saw %d requests", len(seen))
+	}
+	h := seen[0].Header
+	if got := h["X-Forwarded-For"]; len(got) != 1 || got[0] != "127.0.0.1" || h["Forwarded"] != nil || h["X-Secret"] != nil ||
+		h["Proxy-Authorization"] != nil || h.Get("User-Agent") != "ua" || len(h["User-Agent"]) != 1 {
+		t.Errorf("upstream saw %v", h)
+	}
+}
