@@ -27,8 +27,8 @@ import (
 
 // seenRequest is what an upstream received, as its handler sees it.
 type seenRequest struct {
-	Method, URI, Host string
-	Header            http.Header
+	Method, URI, Host, Body string
+	Header, Trailer         http.Header
 }
 
 // recordingUpstream answers by path, and records every request it gets.
@@ -38,8 +38,9 @@ type recordingUpstream struct {
 }
 
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
 	u.mu.Lock()
-	u.seen = append(u.seen, seenRequest{r.Method, r.RequestURI, r.Host, r.Header.Clone()})
+	u.seen = append(u.seen, seenRequest{r.Method, r.RequestURI, r.Host, string(body), r.Header.Clone(), r.Trailer.Clone()})
 	u.mu.Unlock()
 	h := w.Header()
 	switch r.URL.Path {
@@ -189,6 +190,48 @@ func oneShotUpstream(t *testing.T, answer func(c net.Conn, br *bufio.Reader)) st
 	return "http://" + ln.Addr().String()
 }
 
+// eligibleHeaders are fields that leave a request fit for the direct way:
+// forwarding, hop-by-hop and repeated ones.
+const eligibleHeaders = "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 198.51.100.1\r\nForwarded: for=1.1.1.1\r\n" +
+	"X-Forwarded-Host: evil\r\nX-Forwarded-Proto: https\r\nConnection: keep-alive\r\nKeep-Alive: 300\r\n" +
+	"Proxy-Authorization: Basic x\r\nProxy-Connection: keep-alive\r\nUpgrade: foo\r\nContent-Length: 0\r\n" +
+	"Cookie: a=1\r\nCookie: b=2\r\nX-Multi: 1\r\nX-Multi: 2\r\nAccept: */*\r\n"
+
+// proxyShapes are requests of every shape a proxy must forward as the
+// ReverseProxy does; eligible says whether the direct way takes them.
+var proxyShapes = []struct {
+	raw      string
+	eligible bool
+}{
+	{"GET /plain HTTP/1.1\r\nHost: front.example\r\nUser-Agent: ua1\r\nUser-Agent: ua2\r\n" + eligibleHeaders + "\r\n", true},
+	{"HEAD /plain HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"OPTIONS /plain HTTP/1.1\r\nHost: front.example\r\nUser-Agent:\r\n\r\n", true},
+	{"GET /q?a=1&b=%20c&d=%7e HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /q? HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /pa%2Fth/%C3%A9?x HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /stream HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /hop HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /trailer HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /empty HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /notmod HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /cookies HTTP/1.1\r\nHost: front.example\r\nAccept-Encoding: identity\r\n\r\n", true},
+	{"GET /q?a;b HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
+	{"GET /q?a=%zz HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
+	{"GET /te HTTP/1.1\r\nHost: front.example\r\nTE: trailers\r\n\r\n", false},
+	{"GET /conn HTTP/1.1\r\nHost: front.example\r\nConnection: X-Secret\r\nX-Secret: s\r\n\r\n", false},
+	{"POST /post HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
+	{"GET /body HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
+	{"DELETE /del HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
+	{"POST /chunked HTTP/1.1\r\nHost: front.example\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n4\r\nmore\r\n0\r\n\r\n", false},
+	{"GET /raw/\xc3\xa9/%41 HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET http://front.example/abs?x=1 HTTP/1.1\r\nHost: front.example\r\nx-lower: 1\r\n\r\n", false},
+	{"POST /trailers HTTP/1.1\r\nHost: front.example\r\nTransfer-Encoding: chunked\r\nTrailer: X-T, X-U\r\n\r\n4\r\nbody\r\n0\r\nX-T: 1\r\nX-U: 2\r\nX-U: 3\r\n\r\n", false},
+	{"PUT /put HTTP/1.1\r\nHost: front.example\r\nContent-Length: 0\r\nContent-Type: text/plain\r\n\r\n", false},
+	{"GET /close HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /many?" + strings.Repeat("a&", 9999) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
+	{"GET /many?" + strings.Repeat("a&", 10000) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
+}
+
 // TestDirectMatchesReverseProxy: for requests of every shape, the
 // upstream receives the same request and the client the same response
 // through the direct way as through httputil.ReverseProxy, but for
@@ -198,37 +241,7 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 	rec := &recordingUpstream{}
 	up := httptest.NewServer(rec)
 	defer up.Close()
-	const eligibleHeaders = "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 198.51.100.1\r\nForwarded: for=1.1.1.1\r\n" +
-		"X-Forwarded-Host: evil\r\nX-Forwarded-Proto: https\r\nConnection: keep-alive\r\nKeep-Alive: 300\r\n" +
-		"Proxy-Authorization: Basic x\r\nProxy-Connection: keep-alive\r\nUpgrade: foo\r\nContent-Length: 0\r\n" +
-		"Cookie: a=1\r\nCookie: b=2\r\nX-Multi: 1\r\nX-Multi: 2\r\nAccept: */*\r\n"
-	cases := []struct {
-		raw      string
-		eligible bool
-	}{
-		{"GET /plain HTTP/1.1\r\nHost: front.example\r\nUser-Agent: ua1\r\nUser-Agent: ua2\r\n" + eligibleHeaders + "\r\n", true},
-		{"HEAD /plain HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"OPTIONS /plain HTTP/1.1\r\nHost: front.example\r\nUser-Agent:\r\n\r\n", true},
-		{"GET /q?a=1&b=%20c&d=%7e HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /q? HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /pa%2Fth/%C3%A9?x HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /stream HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /hop HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /trailer HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /empty HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /notmod HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /cookies HTTP/1.1\r\nHost: front.example\r\nAccept-Encoding: identity\r\n\r\n", true},
-		{"GET /q?a;b HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
-		{"GET /q?a=%zz HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
-		{"GET /te HTTP/1.1\r\nHost: front.example\r\nTE: trailers\r\n\r\n", false},
-		{"GET /conn HTTP/1.1\r\nHost: front.example\r\nConnection: X-Secret\r\nX-Secret: s\r\n\r\n", false},
-		{"POST /post HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
-		{"GET /body HTTP/1.1\r\nHost: front.example\r\nContent-Length: 4\r\n\r\nbody", false},
-		{"DELETE /del HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
-		{"GET /close HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /many?" + strings.Repeat("a&", 9999) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", true},
-		{"GET /many?" + strings.Repeat("a&", 10000) + "a HTTP/1.1\r\nHost: front.example\r\n\r\n", false},
-	}
+	cases := proxyShapes
 	for _, trusted := range []bool{false, true} {
 		direct := testProxy(t, up.URL, true, trusted, 5*time.Second)
 		reverse := testProxy(t, up.URL, false, trusted, 5*time.Second)

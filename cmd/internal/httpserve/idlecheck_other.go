@@ -10,7 +10,5 @@ type idleProbe struct{}
 
 func (*idleProbe) init(net.Conn) {}
 
-// heardWhileIdle reports whether the upstream sent bytes nobody asked for
-// on an idle connection, as far as this system lets the proxy see without
-// a read: those already buffered.
-func (c *upstreamConn) heardWhileIdle() bool { return c.br.Buffered() > 0 }
+// heard reports nothing: only the bytes already buffered tell.
+func (*idleProbe) heard() bool { return false }

@@ -12,7 +12,7 @@ import (
 type idleProbe struct {
 	rc    syscall.RawConn
 	peek  func(fd uintptr) bool // the callback of rc.Read
-	heard bool                  // what the last peek found
+	found bool                  // what the last peek found
 }
 
 func (p *idleProbe) init(c net.Conn) {
@@ -29,25 +29,21 @@ func (p *idleProbe) init(c net.Conn) {
 	p.peek = func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		// A byte, 0 at the end of the stream, or a reset: all heard.
-		p.heard = err != syscall.EAGAIN && err != syscall.EINTR
+		p.found = err != syscall.EAGAIN && err != syscall.EINTR
 		return true // never wait
 	}
 }
 
-// heardWhileIdle reports whether the upstream sent anything on an idle
-// connection: bytes nobody asked for, which would be read as the answer
-// to the next request, or the end of the stream. It peeks without
+// heard reports whether the peer sent anything since the connection was
+// last read: bytes, the end of the stream, or a reset. It peeks without
 // waiting, so a quiet connection costs one system call.
-func (c *upstreamConn) heardWhileIdle() bool {
-	if c.br.Buffered() > 0 {
-		return true
-	}
-	if c.probe.rc == nil {
+func (p *idleProbe) heard() bool {
+	if p.rc == nil {
 		return false
 	}
-	c.probe.heard = false
-	if err := c.probe.rc.Read(c.probe.peek); err != nil {
+	p.found = false
+	if err := p.rc.Read(p.peek); err != nil {
 		return true
 	}
-	return c.probe.heard
+	return p.found
 }

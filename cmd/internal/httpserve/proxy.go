@@ -174,10 +174,16 @@ func (b *clientBody) failed() error {
 // writeProblem answers with status and an RFC 9457 problem document whose
 // detail is said to the client as it is.
 func writeProblem(w http.ResponseWriter, status int, detail string) {
-	body, _ := json.Marshal(&httplimit.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(problemBody(status, detail))
+}
+
+// problemBody is the problem document of status with detail, ending in a
+// newline: the body both engines answer a failure with.
+func problemBody(status int, detail string) []byte {
+	body, _ := json.Marshal(&httplimit.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	return append(body, '\n')
 }

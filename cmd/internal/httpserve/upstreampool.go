@@ -44,6 +44,13 @@ func (c *upstreamConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// heardWhileIdle reports whether the upstream sent anything on an idle
+// connection: bytes nobody asked for, which would be read as the answer
+// to the next request, or the end of the stream.
+func (c *upstreamConn) heardWhileIdle() bool {
+	return c.br.Buffered() > 0 || c.probe.heard()
+}
+
 // upstreamPool keeps idle connections to one upstream address, most
 // recently used first, so that a quiet period lets the oldest ones age out
 // while the busy ones stay warm. It never limits how many connections are
