@@ -42,6 +42,28 @@ func newProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metric
 // buildProxy is newProxy, with the direct way only if direct is set: the
 // tests compare the two ways.
 func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set, direct bool) (http.Handler, func()) {
+	tunnels := newTunnels(f, m)
+	rp, t, dialer, fail := reverseProxy(u, f, lim, m, logs, tunnels)
+	var dp *directProxy
+	if direct {
+		dp = newDirect(u, t, dialer, f.UpstreamTimeout, lim.FromTrustedProxy, fail)
+	}
+	if dp == nil {
+		return tunnels.gate(rp), t.CloseIdleConnections
+	}
+	return tunnels.gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dp.eligible(r) {
+			dp.ServeHTTP(w, r)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})), func() { dp.pool.close(); t.CloseIdleConnections() }
+}
+
+// reverseProxy is the httputil.ReverseProxy to u, whose 101 answers open
+// the tunnels of tunnels, with its transport, the transport's dialer and
+// its answer to a failed request.
+func reverseProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metrics.Metrics, logs *logthrottle.Set, tunnels *tunnels) (*httputil.ReverseProxy, *http.Transport, *net.Dialer, func(http.ResponseWriter, *http.Request, error)) {
 	d := f.UpstreamTimeout
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	dialer := &net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}
@@ -52,7 +74,6 @@ func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metr
 	t.MaxIdleConnsPerHost = maxIdleUpstreamConns
 	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	fail := upstreamFailure(d, m, logs)
-	tunnels := newTunnels(f, m)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -70,20 +91,7 @@ func buildProxy(u *url.URL, f *settings.HTTP, lim *httplimit.Middleware, m *metr
 		ErrorHandler:   fail,
 		ErrorLog:       logs.ErrorLog("proxy"),
 	}
-	var dp *directProxy
-	if direct {
-		dp = newDirect(u, t, dialer, d, lim.FromTrustedProxy, fail)
-	}
-	if dp == nil {
-		return tunnels.gate(rp), t.CloseIdleConnections
-	}
-	return tunnels.gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if dp.eligible(r) {
-			dp.ServeHTTP(w, r)
-			return
-		}
-		rp.ServeHTTP(w, r)
-	})), func() { dp.pool.close(); t.CloseIdleConnections() }
+	return rp, t, dialer, fail
 }
 
 // upstreamFailure returns the answer to a request the upstream failed: a
