@@ -22,6 +22,7 @@ import (
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/faucetgo/faucet/internal/failpolicy"
+	"github.com/valyala/fasthttp"
 )
 
 // server is one running `faucet serve`: it owns what it opened, every
@@ -36,7 +37,10 @@ type server struct {
 	lim    *httplimit.Middleware // nil without an HTTP listener
 	rls    *rls.Service          // Envoy's rate-limit service, if --rls
 	public http.Handler          // the limiter: proxy or check API, and /healthz
-	admin  http.Handler          // /healthz and the metrics
+	// publicFast is public on fasthttp (--http-engine fasthttp); public
+	// is then nil.
+	publicFast fasthttp.RequestHandler
+	admin      http.Handler // /healthz and the metrics
 
 	// rules keeps the HTTP rules up to date with the rules file or table;
 	// nil with the built-in rules. rlsConfig does the same for the
@@ -120,8 +124,12 @@ func (s *server) build(opts httplimit.Options, in inputs) error {
 		if cfg.Upstream != "" {
 			upstream, _ = url.Parse(cfg.Upstream) // validated
 		}
-		public, closeProxy := httpserve.Public(lim, upstream, &cfg.HTTP, s.metrics, s.logs)
-		s.public = public
+		var closeProxy func()
+		if cfg.HTTP.Engine == settings.EngineFastHTTP {
+			s.publicFast, closeProxy = httpserve.PublicFast(lim, upstream, &cfg.HTTP, s.metrics, s.logs)
+		} else {
+			s.public, closeProxy = httpserve.Public(lim, upstream, &cfg.HTTP, s.metrics, s.logs)
+		}
 		s.closers.add(quietly(closeProxy))
 	}
 	if in.rls != nil {
@@ -145,7 +153,7 @@ func (s *server) listen() ([]*httpserve.Listener, error) {
 	s.closers.add(func(ctx context.Context) error {
 		var err error
 		for _, l := range out {
-			if e := l.Srv.Shutdown(ctx); e != nil {
+			if e := l.Shutdown(ctx); e != nil {
 				s.log.Error("shutdown", "listener", l.Name, "err", e)
 				err = e
 			}
@@ -164,7 +172,14 @@ func (s *server) listen() ([]*httpserve.Listener, error) {
 		if l.name == "admin" {
 			maxConns = settings.AdminMaxConns
 		}
-		ln, err := httpserve.Listen(l.name, l.addr, l.handler, &s.cfg.HTTP, maxConns, s.logs.ErrorLog(l.name+" http"))
+		var ln *httpserve.Listener
+		var err error
+		errorLog := s.logs.ErrorLog(l.name + " http")
+		if l.name == "public" && s.publicFast != nil {
+			ln, err = httpserve.ListenFast(l.name, l.addr, s.publicFast, &s.cfg.HTTP, maxConns, errorLog)
+		} else {
+			ln, err = httpserve.Listen(l.name, l.addr, l.handler, &s.cfg.HTTP, maxConns, errorLog)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +243,7 @@ func (s *server) run() int {
 	s.log.Info("listening", s.listeningAttrs(lns)...)
 	served := make(chan error, len(lns)+1)
 	for _, l := range lns {
-		go func() { served <- l.Srv.Serve(l.Ln) }()
+		go func() { served <- l.Serve() }()
 	}
 	if s.rls != nil {
 		s.rls.Serve(served)

@@ -18,6 +18,9 @@ type HTTP struct {
 	UpstreamTimeout   time.Duration
 	MaxHeaderBytes    int
 	MaxConns          int
+	// Engine is the HTTP server of the public listener: EngineNetHTTP
+	// or EngineFastHTTP.
+	Engine string
 
 	// Upgrade lists the protocols a request may switch to through the
 	// proxy (lower case); the tunnel of one is bounded by the other three.
@@ -26,6 +29,12 @@ type HTTP struct {
 	UpgradeIdleTimeout time.Duration
 	UpgradeMaxBytes    int64
 }
+
+// The HTTP servers the public listener can run on.
+const (
+	EngineNetHTTP  = "nethttp"
+	EngineFastHTTP = "fasthttp"
+)
 
 const (
 	defaultUpstreamTimeout = 30 * time.Second
@@ -60,6 +69,8 @@ func (f *HTTP) register(fs *flag.FlagSet) {
 		"it waits up to --read-header-timeout for one to close (64 at most wait; a client refused gets 503). The cap and the\n"+
 		"policy apply to the --rls listener too, on its own. Default: half the open-file limit (ulimit -n) less 240 (or a\n"+
 		"quarter of a smaller one) for stores and files, at most 10000, as each proxied request holds a second descriptor, to the upstream")
+	fs.StringVar(&f.Engine, "http-engine", EngineNetHTTP, "HTTP server of the public listener: nethttp (Go's net/http) or fasthttp, which spends less CPU\n"+
+		"per request; the admin listener always runs on nethttp. See docs/serve.md for what differs")
 	fs.StringVar(&f.Upgrade, "upgrade", "", "comma-separated `LIST` of protocols (such as websocket) a proxied request may switch to with Upgrade;\n"+
 		"any other upgrade is refused with 403 (default: none). h2c is never forwarded: such a request is proxied as plain HTTP/1.1")
 	fs.DurationVar(&f.UpgradeMaxDuration, "upgrade-max-duration", defaultUpgradeMaxDuration, "longest an upgraded connection stays open (1s to 24h)")
@@ -108,6 +119,9 @@ func (f *HTTP) problems(proxy bool) []string {
 			limit = fmt.Sprintf("%d, the open-file limit", n)
 		}
 		problems = append(problems, fmt.Sprintf("--max-conns: must be 0 (unbounded) or from 1 to %s, got %d", limit, f.MaxConns))
+	}
+	if f.Engine != EngineNetHTTP && f.Engine != EngineFastHTTP {
+		problems = append(problems, fmt.Sprintf("--http-engine: must be nethttp or fasthttp, got %q", f.Engine))
 	}
 	return append(problems, f.upgradeProblems(proxy)...)
 }
