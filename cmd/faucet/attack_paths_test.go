@@ -86,8 +86,13 @@ func TestAttackNonCanonicalPaths(t *testing.T) {
 			t.Errorf("the upstream got %q, want only /api/x", got)
 		}
 	}
-	if n := metric(t, p, "faucet_invalid_paths_total"); n != float64(codes[400]) {
-		t.Errorf("faucet_invalid_paths_total %v, want %d (the 400s)", n, codes[400])
+	invalid := codes[400]
+	if testEngine() == "fasthttp" {
+		// fasthttp refuses the target * itself, before the limiter sees it.
+		invalid--
+	}
+	if n := metric(t, p, "faucet_invalid_paths_total"); n != float64(invalid) {
+		t.Errorf("faucet_invalid_paths_total %v, want %d (the 400s the limiter gave)", n, invalid)
 	}
 
 	// A rule keyed on the path: one bucket for every spelling.

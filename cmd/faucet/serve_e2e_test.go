@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,15 @@ func submatch(re *regexp.Regexp, s string) string {
 	return ""
 }
 
+// testEngine is the HTTP engine of the public listener the tests run serve
+// with: FAUCET_TEST_HTTP_ENGINE, or serve's default.
+func testEngine() string {
+	if e := os.Getenv("FAUCET_TEST_HTTP_ENGINE"); e != "" {
+		return e
+	}
+	return "nethttp"
+}
+
 // startServe runs faucet serve with args, both listeners on free loopback
 // ports unless args say otherwise, and waits until it listens.
 func startServe(t testing.TB, args ...string) *proc {
@@ -101,6 +111,9 @@ func startServe(t testing.TB, args ...string) *proc {
 func startServeUnder(t testing.TB, wrapper []string, args ...string) *proc {
 	t.Helper()
 	argv := append(wrapper, faucetBinary(t), "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
+	if e := testEngine(); e != "nethttp" && !slices.Contains(args, "--http-engine") {
+		argv = append(argv, "--http-engine", e)
+	}
 	cmd := exec.Command(argv[0], append(argv[1:], args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
