@@ -14,7 +14,9 @@
 # net/http cannot answer a 429 for less than. fasthttp-429 does the same on
 # fasthttp (httpload fastdeny), and fasthttp-proxy (httpload fastproxy) is
 # a proxy on fasthttp that only adds X-Forwarded-For: what another Go HTTP
-# engine costs for the same two jobs.
+# engine costs for the same two jobs. faucet-fasthttp and faucet-fasthttp-deny
+# are faucet and faucet-deny with serve's public listener on fasthttp
+# (--http-engine fasthttp) instead of net/http.
 # With nginx installed (Debian's package), NGINX as a plain reverse proxy
 # (nginx), with a limit_req zone that never binds (nginx-limit) and with one
 # of 5 r/s per address that denies almost everything (nginx-deny), the
@@ -48,12 +50,15 @@ JSON
 # Below Linux's ephemeral ports (32768 and up), which outgoing connections
 # take.
 up=127.0.0.1:29481 px=127.0.0.1:29482 fa=127.0.0.1:29483 fd=127.0.0.1:29484 px2=127.0.0.1:29485 pl=127.0.0.1:29486 g4=127.0.0.1:29490 f4=127.0.0.1:29494 fp=127.0.0.1:29495
+ffa=127.0.0.1:29496 ffd=127.0.0.1:29497
 "$tmp/httpload" upstream --listen $up > /dev/null & pids+=($!); pid_bare=$!
 "$tmp/httpload" proxy --listen $px --upstream http://$up > /dev/null & pids+=($!); pid_proxy=$!
 "$tmp/httpload" proxy --listen $px2 --upstream http://$up > /dev/null & pids+=($!); pid_proxy2=$!
 "$tmp/httpload-linked" proxy --listen $pl --upstream http://$up > /dev/null & pids+=($!); pid_linked=$!
 "$tmp/faucet" serve --listen $fa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_faucet=$!
 "$tmp/faucet" serve --listen $fd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_deny=$!
+"$tmp/faucet" serve --http-engine fasthttp --listen $ffa --upstream http://$up --rules "$tmp/allow.json" --watch 0 --admin-listen "" 2> /dev/null & pids+=($!); pid_fasthttp=$!
+"$tmp/faucet" serve --http-engine fasthttp --listen $ffd --upstream http://$up --admin-listen "" 2> /dev/null & pids+=($!); pid_fasthttp_deny=$!
 "$tmp/httpload" deny --listen $g4 > /dev/null & pids+=($!); pid_go429=$!
 "$tmp/httpload" fastdeny --listen $f4 > /dev/null & pids+=($!); pid_fast429=$!
 "$tmp/httpload" fastproxy --listen $fp --upstream http://$up > /dev/null & pids+=($!); pid_fastproxy=$!
@@ -109,8 +114,15 @@ CONF
 else
 	echo "nginx is not installed (apt-get install -y nginx): no NGINX rows" >&2
 fi
-for a in $up $px $fa $fd $px2 $pl $g4 $f4 $fp ${nginx_targets[@]:+$ng $ngl}; do
-	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && break; sleep 0.1; done
+# Every target must answer before the load starts: one that exited (a
+# faucet serve refusing its flags, say) would be loaded as a closed port.
+for a in $up $px $fa $fd $ffa $ffd $px2 $pl $g4 $f4 $fp ${nginx_targets[@]:+$ng $ngl $ngd}; do
+	answered=""
+	for _ in $(seq 100); do curl -s -o /dev/null "http://$a/healthz" && answered=1 && break; sleep 0.1; done
+	if [ -z "$answered" ]; then
+		echo "http.sh: nothing answers on $a after 10 s" >&2
+		exit 1
+	fi
 done
 
 {
@@ -119,9 +131,9 @@ done
 	echo "recorded: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	[ -n "${nginx_version:-}" ] && echo "server: nginx $nginx_version"
-	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny, go-429, fasthttp-429, fasthttp-proxy${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links; go-429 is a bare Go server answering every request with faucet-deny's 429 (the same header fields and body, pre-rendered, no limiter), the floor under faucet-deny; fasthttp-429 is the same on fasthttp, and fasthttp-proxy a proxy on fasthttp that only adds X-Forwarded-For: what the HTTP engine alone costs${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"
+	echo "note: rate=$rate req/s open-loop; conns=${conns// /, } closed-loop; each round loads proxy, proxy2, proxy-linked, faucet, faucet-deny, faucet-fasthttp, faucet-fasthttp-deny, go-429, fasthttp-429, fasthttp-proxy${nginx_version:+ and the three NGINX targets} in turn, 250 ms each, for 25 s after a 1 s warm-up (25 s shared among the targets), the order rotated each round, and bare (the upstream, which the others load too) in a run of its own, 5 s after 1 s; $runs rounds; server-cpu = CPU time of the process loaded (upstream, proxy or faucet), from its kernel CPU clock; proxy2 is a second plain proxy, to measure the noise; proxy-linked is the plain proxy built with the libraries faucet serve links; go-429 is a bare Go server answering every request with faucet-deny's 429 (the same header fields and body, pre-rendered, no limiter), the floor under faucet-deny; fasthttp-429 is the same on fasthttp, and fasthttp-proxy a proxy on fasthttp that only adds X-Forwarded-For: what the HTTP engine alone costs; faucet-fasthttp and faucet-fasthttp-deny are faucet and faucet-deny with --http-engine fasthttp, serve's public listener on fasthttp instead of net/http${nginx_version:+; nginx, nginx-limit and nginx-deny are NGINX $nginx_version with 2 workers: a plain proxy, limit_req that never binds, limit_req of 5 r/s per address (burst 10, 429), each its own NGINX, whose CPU is its master's and workers' summed}"
 } > "$out"
-targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "go-429=http://$g4/x,$pid_go429" "fasthttp-429=http://$f4/x,$pid_fast429" "fasthttp-proxy=http://$fp/x,$pid_fastproxy" "${nginx_targets[@]}")
+targets=("proxy=http://$px/x,$pid_proxy" "faucet=http://$fa/x,$pid_faucet" "faucet-deny=http://$fd/x,$pid_deny" "proxy2=http://$px2/x,$pid_proxy2" "proxy-linked=http://$pl/x,$pid_linked" "go-429=http://$g4/x,$pid_go429" "fasthttp-429=http://$f4/x,$pid_fast429" "fasthttp-proxy=http://$fp/x,$pid_fastproxy" "faucet-fasthttp=http://$ffa/x,$pid_fasthttp" "faucet-fasthttp-deny=http://$ffd/x,$pid_fasthttp_deny" "${nginx_targets[@]}")
 bare() {
 	"$tmp/httpload" run --target "bare=http://$up/x,$pid_bare" --rate "$rate" | tee -a "$out"
 	for c in $conns; do

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -22,7 +23,7 @@ func httpSection(dir string) (string, error) {
 	b.WriteString("Medians of the rounds.\n\n")
 	fmt.Fprintf(&b, "| load | target | req/s | p50 | p99 | p99.9 | CPU per request | non-200 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range loads {
-		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "go-429", "fasthttp-429", "fasthttp-proxy", "nginx", "nginx-limit", "nginx-deny"} {
+		for _, t := range []string{"bare", "proxy", "proxy2", "proxy-linked", "faucet", "faucet-deny", "faucet-fasthttp", "faucet-fasthttp-deny", "go-429", "fasthttp-429", "fasthttp-proxy", "nginx", "nginx-limit", "nginx-deny"} {
 			get := func(unit string) float64 { v, _ := r.medianOf(unit, "bench", "HTTP", "target", t, "load", l); return v }
 			if get("req/s") == 0 {
 				continue
@@ -70,6 +71,11 @@ func httpSection(dir string) (string, error) {
 		return "", err
 	}
 	b.WriteString(prof)
+	prof, err = fastProfileSection(dir)
+	if err != nil {
+		return "", err
+	}
+	b.WriteString(prof)
 	check, err := checkSection(dir)
 	if err != nil {
 		return "", err
@@ -80,7 +86,9 @@ func httpSection(dir string) (string, error) {
 
 // nginxTable compares faucet serve with NGINX's limit_req, round by round:
 // a rule that never binds (faucet against nginx-limit) and one that denies
-// almost everything (faucet-deny against nginx-deny); "" without NGINX rows.
+// almost everything (faucet-deny against nginx-deny), and the same on the
+// fasthttp engine (faucet-fasthttp, faucet-fasthttp-deny) where it ran; ""
+// without NGINX rows.
 func nginxTable(r *results, loads []string) string {
 	var b strings.Builder
 	for _, l := range loads {
@@ -91,12 +99,18 @@ func nginxTable(r *results, loads []string) string {
 			b.WriteString("\nAgainst NGINX's `limit_req` (medians of the rounds' ratios; above 1 faucet serve does better):\n\n")
 			b.WriteString("| load | rule | req/s, faucet / NGINX | CPU per request, NGINX / faucet | p99, NGINX / faucet | NGINX's limit_req against its plain proxy: req/s, CPU |\n|---|---|---|---|---|---|\n")
 		}
-		for _, c := range []struct{ rule, faucet, nginx string }{{"never binds", "faucet", "nginx-limit"}, {"denies", "faucet-deny", "nginx-deny"}} {
+		for _, c := range []struct{ rule, faucet, nginx string }{
+			{"never binds", "faucet", "nginx-limit"}, {"never binds (fasthttp)", "faucet-fasthttp", "nginx-limit"},
+			{"denies", "faucet-deny", "nginx-deny"}, {"denies (fasthttp)", "faucet-fasthttp-deny", "nginx-deny"},
+		} {
+			if strings.HasPrefix(c.faucet, "faucet-fasthttp") && !ran(r, c.faucet, l) {
+				continue
+			}
 			rate := paired(r, "req/s", l, c.faucet, c.nginx, func(a, b float64) float64 { return a / b })
 			cpu := paired(r, "server-cpu-sec/op", l, c.nginx, c.faucet, func(a, b float64) float64 { return a / b })
 			p99 := paired(r, "p99-sec", l, c.nginx, c.faucet, func(a, b float64) float64 { return a / b })
 			own := "—"
-			if c.nginx == "nginx-limit" {
+			if c.faucet == "faucet" {
 				own = fmt.Sprintf("%.3f, %.3f", paired(r, "req/s", l, "nginx-limit", "nginx", func(a, b float64) float64 { return a / b }),
 					paired(r, "server-cpu-sec/op", l, "nginx-limit", "nginx", func(a, b float64) float64 { return a / b }))
 			}
@@ -108,34 +122,70 @@ func nginxTable(r *results, loads []string) string {
 
 // floorTable compares faucet serve's denial (faucet-deny) with its floor,
 // a bare Go server that writes the same 429 with no limiter (go-429), round
-// by round; "" without go-429 rows.
+// by round, and, where serve ran on fasthttp, its denial there
+// (faucet-fasthttp-deny) with fasthttp's bare 429 (fasthttp-429); "" without
+// go-429 rows.
 func floorTable(r *results, loads []string) string {
+	fast := ranAnywhere(r, loads, "faucet-fasthttp-deny", "fasthttp-429")
 	heading := "\nThe floor: a bare Go server answering 429 (`go-429`: faucet-deny's status, header fields and body, written\n" +
-		"as constants, no limiter; medians of the rounds' ratios and differences, 1 and 0 where faucet serve is at the floor):\n\n" +
-		"| load | req/s, faucet-deny / go-429 | CPU per request, go-429 / faucet-deny | CPU per request, faucet-deny − go-429 | NGINX's denial against the floor: req/s, nginx-deny / go-429; CPU, go-429 / nginx-deny |\n|---|---|---|---|---|\n"
+		"as constants, no limiter; medians of the rounds' ratios and differences, 1 and 0 where faucet serve is at the floor"
+	if fast {
+		heading += ";\non fasthttp, faucet-fasthttp-deny against `fasthttp-429`, the same 429 on fasthttp's server"
+	}
+	heading += "):\n\n| load | req/s, faucet-deny / go-429 | CPU per request, go-429 / faucet-deny | CPU per request, faucet-deny − go-429 | NGINX's denial against the floor: req/s, nginx-deny / go-429; CPU, go-429 / nginx-deny |"
+	if fast {
+		heading += " on fasthttp: req/s, faucet-fasthttp-deny / fasthttp-429; CPU, fasthttp-429 / faucet-fasthttp-deny; CPU, faucet-fasthttp-deny − fasthttp-429 |\n|---|---|---|---|---|---|\n"
+	} else {
+		heading += "\n|---|---|---|---|---|\n"
+	}
 	return tableWhereRan(r, loads, "go-429", heading, func(b *strings.Builder, l string) {
 		div := func(a, b float64) float64 { return a / b }
+		sub := func(a, b float64) float64 { return a - b }
 		nginx := "—"
 		if ran(r, "nginx-deny", l) {
 			nginx = fmt.Sprintf("%.3f, %.3f", paired(r, "req/s", l, "nginx-deny", "go-429", div), paired(r, "server-cpu-sec/op", l, "go-429", "nginx-deny", div))
 		}
-		fmt.Fprintf(b, "| %s | %.3f | %.3f | %+.1f µs | %s |\n", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
+		fmt.Fprintf(b, "| %s | %.3f | %.3f | %+.1f µs | %s |", l, paired(r, "req/s", l, "faucet-deny", "go-429", div),
 			paired(r, "server-cpu-sec/op", l, "go-429", "faucet-deny", div),
-			paired(r, "server-cpu-sec/op", l, "faucet-deny", "go-429", func(a, b float64) float64 { return a - b })*1e6, nginx)
+			paired(r, "server-cpu-sec/op", l, "faucet-deny", "go-429", sub)*1e6, nginx)
+		switch {
+		case !fast:
+		case ran(r, "faucet-fasthttp-deny", l) && ran(r, "fasthttp-429", l):
+			fmt.Fprintf(b, " %.3f, %.3f, %+.1f µs |", paired(r, "req/s", l, "faucet-fasthttp-deny", "fasthttp-429", div),
+				paired(r, "server-cpu-sec/op", l, "fasthttp-429", "faucet-fasthttp-deny", div),
+				paired(r, "server-cpu-sec/op", l, "faucet-fasthttp-deny", "fasthttp-429", sub)*1e6)
+		default:
+			b.WriteString(" — |")
+		}
+		b.WriteString("\n")
 	})
 }
 
 // engineTable sets faucet serve's CPU per request beside what the HTTP
 // engines cost with no limiter: net/http's bare 429 (go-429), fasthttp's
-// bare 429 and minimal proxy, and NGINX; "" without fasthttp rows.
+// bare 429 and minimal proxy, and NGINX, with serve on fasthttp
+// (faucet-fasthttp-deny, faucet-fasthttp) where it ran; "" without fasthttp
+// rows.
 func engineTable(r *results, loads []string) string {
+	denied := []string{"faucet-deny", "go-429", "fasthttp-429", "nginx-deny"}
+	admitted := []string{"faucet", "fasthttp-proxy", "nginx"}
 	heading := "\nWhat the HTTP engine costs: CPU per request (median of the rounds) of faucet serve, of servers that do\n" +
 		"the same job without a limiter on net/http (`go-429`) and on fasthttp (`fasthttp-429`, and `fasthttp-proxy`, a\n" +
-		"proxy that only adds X-Forwarded-For), and of NGINX:\n\n" +
-		"| load | denied: faucet-deny | go-429 | fasthttp-429 | nginx-deny | admitted: faucet | fasthttp-proxy | nginx |\n|---|---|---|---|---|---|---|---|\n"
+		"proxy that only adds X-Forwarded-For), and of NGINX:\n\n"
+	if ranAnywhere(r, loads, "faucet-fasthttp-deny") || ranAnywhere(r, loads, "faucet-fasthttp") {
+		denied = slices.Insert(denied, 1, "faucet-fasthttp-deny")
+		admitted = slices.Insert(admitted, 1, "faucet-fasthttp")
+		heading = "\nWhat the HTTP engine costs: CPU per request (median of the rounds) of faucet serve on net/http and on\n" +
+			"fasthttp (`faucet-fasthttp-deny` and `faucet-fasthttp`, with `--http-engine fasthttp`), of servers that do\n" +
+			"the same job without a limiter on net/http (`go-429`) and on fasthttp (`fasthttp-429`, and `fasthttp-proxy`, a\n" +
+			"proxy that only adds X-Forwarded-For), and of NGINX:\n\n"
+	}
+	cols := append(slices.Clone(denied), admitted...)
+	heading += "| load | denied: " + strings.Join(denied, " | ") + " | admitted: " + strings.Join(admitted, " | ") + " |\n|---|" +
+		strings.Repeat("---|", len(cols)) + "\n"
 	return tableWhereRan(r, loads, "fasthttp-429", heading, func(b *strings.Builder, l string) {
 		fmt.Fprintf(b, "| %s", l)
-		for _, t := range []string{"faucet-deny", "go-429", "fasthttp-429", "nginx-deny", "faucet", "fasthttp-proxy", "nginx"} {
+		for _, t := range cols {
 			if v, ok := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", t, "load", l); ok {
 				fmt.Fprintf(b, " | %.1f µs", v*1e6)
 			} else {
@@ -160,6 +210,17 @@ func tableWhereRan(r *results, loads []string, target, heading string, row func(
 		row(&b, l)
 	}
 	return b.String()
+}
+
+// ranAnywhere reports whether each of targets was loaded at one of loads
+// at least.
+func ranAnywhere(r *results, loads []string, targets ...string) bool {
+	for _, t := range targets {
+		if !slices.ContainsFunc(loads, func(l string) bool { return ran(r, t, l) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // ran reports whether target was loaded at load l.

@@ -9,8 +9,20 @@ import (
 	"strings"
 )
 
-// profileHeading is the heading of the profiles of faucet serve.
-const profileHeading = "Where serve's time goes"
+// The headings of the profiles of faucet serve, on net/http and with its
+// public listener on fasthttp.
+const (
+	profileHeading     = "Where serve's time goes"
+	fastProfileHeading = "Where serve's time goes on fasthttp"
+)
+
+// The ends of the profile files' names: bench/httpprofile.sh's, and its
+// ENGINE=fasthttp's, which the first does not match, so that the net/http
+// profiles are compared with each other alone.
+const (
+	profileSuffix     = "-http-profile.txt"
+	fastProfileSuffix = "-http-profile-fasthttp.txt"
+)
 
 // profileModes are the parts of a profile, in the order shown.
 var profileModes = []string{"allow", "deny"}
@@ -90,11 +102,12 @@ func benchValues(f []string) map[string]float64 {
 	return out
 }
 
-// profiles loads the profile files in dir, oldest first: by the date that
-// starts their names, then by the time recorded in them (a file without one
-// is older than any with one on the same date), then by name.
-func profiles(dir string) ([]*profile, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "*-http-profile.txt"))
+// profiles loads the profile files in dir whose names end in suffix,
+// oldest first: by the date that starts their names, then by the time
+// recorded in them (a file without one is older than any with one on the
+// same date), then by name.
+func profiles(dir, suffix string) ([]*profile, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
 	var out []*profile
 	for _, f := range files {
 		p, err := parseProfile(f)
@@ -114,7 +127,7 @@ func profiles(dir string) ([]*profile, error) {
 // faucet serve with those of the newest (one column per mode if there is
 // one profile), or "" if there is none.
 func profileSection(dir string) (string, error) {
-	ps, err := profiles(dir)
+	ps, err := profiles(dir, profileSuffix)
 	if err != nil || len(ps) == 0 {
 		return "", err
 	}
@@ -135,12 +148,38 @@ func profileSection(dir string) (string, error) {
 		b.WriteString(" Before is the\noldest profile, after the newest.")
 	}
 	b.WriteString(" The first two rows were measured while perf\nsampled, each target loaded alone, so they move with the machine by several percent;\nthe interleaved tables above compare the targets.\n")
+	profileTable(&b, cols)
+	return b.String(), nil
+}
+
+// fastProfileSection shows the selected frames of the newest profile of
+// faucet serve on fasthttp, one column per mode, or "" if there is none.
+func fastProfileSection(dir string) (string, error) {
+	ps, err := profiles(dir, fastProfileSuffix)
+	if err != nil || len(ps) == 0 {
+		return "", err
+	}
+	p := ps[len(ps)-1]
+	var b strings.Builder
+	section(&b, 3, fastProfileHeading, p.file)
+	b.WriteString("Share of faucet serve's CPU samples in each selected frame and what it calls, with its\n")
+	b.WriteString("public listener on fasthttp (`--http-engine fasthttp`), under 16 connections\n")
+	b.WriteString("(`ENGINE=fasthttp ./httpprofile.sh`), in the newest such profile: allow is the rule that\n")
+	b.WriteString("never binds, deny the built-in rule; a dash where the profile lists no share for the frame.\n")
+	b.WriteString("The first two rows were measured while perf sampled, each target loaded alone.\n")
+	profileTable(&b, []*profile{p})
+	return b.String(), nil
+}
+
+// profileTable writes the selected frames of the profiles cols, mode by
+// mode, a column each, below the httpload line's requests/s and CPU.
+func profileTable(b *strings.Builder, cols []*profile) {
 	b.WriteString("\n| frame |")
 	for _, m := range profileModes {
 		if len(cols) == 1 {
-			fmt.Fprintf(&b, " %s |", m)
+			fmt.Fprintf(b, " %s |", m)
 		} else {
-			fmt.Fprintf(&b, " %s, before | %s, after |", m, m)
+			fmt.Fprintf(b, " %s, before | %s, after |", m, m)
 		}
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(profileModes)*len(cols)) + "\n")
@@ -171,7 +210,6 @@ func profileSection(dir string) (string, error) {
 			return "—"
 		})
 	}
-	return b.String(), nil
 }
 
 // profileFrames is every selected frame of the profiles, the largest share

@@ -133,3 +133,71 @@ func TestParseProfileRejectsBadFrames(t *testing.T) {
 		t.Errorf("err = %v, want one naming the file and line 3", err)
 	}
 }
+
+// A profile of serve on fasthttp, from ENGINE=fasthttp bench/httpprofile.sh.
+const fastProfile = `# perf record -e cpu-clock -F 999 -g -p <faucet serve> -- sleep 10, under httpload run --conns 16 (bench/http.sh's rules; bench/httpprofile.sh)
+# faucet serve built at 0bbbbbb with --http-engine fasthttp; share of samples, cumulative (children) then flat (self); selected frames down to 0.2 %
+# recorded 2026-11-30T15:00:00Z
+
+## allow (per-ip rule that never binds)
+# BenchmarkHTTP/target=faucet-fasthttp/load=conns16 200000 1000000 ns/op 21000 req/s 1007615 p50-ns 3549183 p99-ns 5808127 p99.9-ns 0.0000 non200/op 31000 server-cpu-ns/op
+# top frames
+80.00% 0.00% [.] runtime.goexit.abi0
+# selected frames
+40.10% 0.20% [.] github.com/valyala/fasthttp.(*Server).serveConnCounted
+12.00% 0.30% [.] github.com/faucetgo/faucet/cmd/internal/httpserve.(*fastExchange).roundTrip
+
+## deny (built-in 5 rps rule: nearly every request a 429)
+# BenchmarkHTTP/target=faucet-fasthttp-deny/load=conns16 500000 390834 ns/op 47000 req/s 244735 p50-ns 3133439 p99-ns 5525503 p99.9-ns 0.9999 non200/op 15500 server-cpu-ns/op
+# top frames
+79.05% 0.00% [.] runtime.goexit.abi0
+# selected frames
+55.00% 0.10% [.] github.com/valyala/fasthttp.(*Server).serveConnCounted
+`
+
+// Profiles of serve on fasthttp stay out of the net/http comparison, even
+// the newest of all, and the newest of them has a section of its own, one
+// column per rule; without one there is no such section.
+func TestFastProfileSection(t *testing.T) {
+	dir := writeProfiles(t, map[string]string{
+		"2026-11-29-2fb9a79-http-profile.txt": oldProfile,
+		"2026-11-29-0aaaaaa-http-profile.txt": newProfile,
+	})
+	want, err := profileSection(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fastProfileSection(dir); got != "" || err != nil {
+		t.Errorf("without a fasthttp profile: %q, %v; want nothing", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "2026-11-30-0bbbbbb-http-profile-fasthttp.txt"), []byte(fastProfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := profileSection(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("the fasthttp profile changed the net/http comparison:\n%s\nwant\n%s", got, want)
+	}
+	fast, err := fastProfileSection(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"### " + fastProfileHeading + "\n",
+		"[`bench/" + dir + "/2026-11-30-0bbbbbb-http-profile-fasthttp.txt`]",
+		"| frame | allow | deny |\n|---|---|---|\n",
+		"| requests/s while sampled | 21000 | 47000 |\n",
+		"| CPU per request | 31.0 µs | 15.5 µs |\n",
+		"| `github.com/valyala/fasthttp.(*Server).serveConnCounted` | 40.10 % | 55.00 % |\n",
+		"| `cmd/internal/httpserve.(*fastExchange).roundTrip` | 12.00 % | — |\n",
+	} {
+		if !strings.Contains(fast, s) {
+			t.Errorf("fasthttp section lacks %q:\n%s", s, fast)
+		}
+	}
+	if strings.Contains(fast, "0aaaaaa") || strings.Contains(fast, "before") {
+		t.Errorf("fasthttp section shows a net/http profile:\n%s", fast)
+	}
+}

@@ -46,6 +46,7 @@ var peerNames = map[string]string{
 	"nginx-limit":     "NGINX limit_req",
 	"nginx-deny":      "NGINX limit_req",
 	"go-429":          "bare Go 429 server",
+	"fasthttp-429":    "bare fasthttp 429 server",
 }
 
 // peerOrder is the order of the peers within a summary cell: the standard
@@ -235,6 +236,7 @@ func httpSummary(dir string) ([]summaryRow, error) {
 				}
 			}
 			rows = append(rows, denySummary(r, l)...)
+			rows = append(rows, fastSummary(r, l)...)
 		}
 	}
 	return rows, nil
@@ -273,6 +275,39 @@ func denySummary(r *results, l string) []summaryRow {
 	}
 	row.against = append(row.against, versus{peer: peerName("go-429"), x: floor})
 	return append(rows, row)
+}
+
+// fastSummary is the rows of faucet serve with its public listener on
+// fasthttp, at load l over a fixed number of connections, where it ran: its
+// CPU time per admitted request against the plain proxy and NGINX's
+// limit_req, and per 429 against NGINX's and the same 429 on fasthttp
+// alone (fasthttp-429).
+func fastSummary(r *results, l string) []summaryRow {
+	div := func(a, b float64) float64 { return a / b }
+	what := "HTTP edge on fasthttp, " + strings.TrimPrefix(l, "conns") + " connections"
+	var rows []summaryRow
+	for _, c := range []struct {
+		target, what string
+		peers        []string
+	}{
+		{"faucet-fasthttp", ": CPU per request", []string{"proxy", "nginx-limit"}},
+		{"faucet-fasthttp-deny", ", every request denied: CPU per 429", []string{"nginx-deny", "fasthttp-429"}},
+	} {
+		cpu, _ := r.medianOf("server-cpu-sec/op", "bench", "HTTP", "target", c.target, "load", l)
+		if cpu == 0 {
+			continue
+		}
+		row := summaryRow{what: what + c.what, faucet: fmt.Sprintf("%.1f µs", cpu*1e6), section: httpHeading, label: "HTTP"}
+		for _, peer := range c.peers {
+			if x := paired(r, "server-cpu-sec/op", l, peer, c.target, div); x != 0 {
+				row.against = append(row.against, versus{peer: peerName(peer), x: x})
+			}
+		}
+		if len(row.against) > 0 {
+			rows = append(rows, row)
+		}
+	}
+	return rows
 }
 
 // orderPeers returns the impls other than faucet's own, in peerOrder and
