@@ -168,7 +168,7 @@ check=${out%-http.txt}-check.txt
 # serve's handler on its own (the limiter and the proxy, no HTTP server):
 # its allocations per request, admitted either way and denied; and the
 # fasthttp engine's proxy alone.
-(cd ../cmd && go test -run '^$' -bench '^(BenchmarkPublic|BenchmarkFastProxy)$' -benchmem -count 10 ./internal/httpserve/) | grep '^Benchmark' | tee -a "$check"
+(cd ../cmd && go test -run '^$' -bench '^(BenchmarkPublic|BenchmarkPublicFast|BenchmarkFastProxy)$' -benchmem -count 10 ./internal/httpserve/) | grep '^Benchmark' | tee -a "$check"
 # What writing a denial's 429 costs, once decided.
 (cd .. && go test -run '^$' -bench '^BenchmarkWriteProblem$' -benchmem -count 10 ./httplimit/) | grep '^Benchmark' | tee -a "$check"
 echo "wrote $out and $check"
