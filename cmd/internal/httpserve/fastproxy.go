@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -92,9 +93,10 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 	p.hc = &fasthttp.HostClient{
 		Addr: addr,
 		Dial: p.dial,
-		// Beyond this many connections, a request waits for one to be
-		// free, at most the timeout.
-		MaxConns:            maxIdleUpstreamConns,
+		// Each client connection carries one request at a time, so
+		// --max-conns of them never need more; beyond, a request waits
+		// for a free one, at most the timeout.
+		MaxConns:            upstreamConnCap(f.MaxConns),
 		MaxConnWaitTimeout:  d,
 		MaxIdleConnDuration: http.DefaultTransport.(*http.Transport).IdleConnTimeout,
 		ConnPoolStrategy:    fasthttp.LIFO,
@@ -107,6 +109,16 @@ func newFastProxy(u *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthr
 	}
 	p.exchanges.New = func() any { return &fastExchange{p: p} }
 	return p, p.hc.CloseIdleConnections
+}
+
+// upstreamConnCap is the most upstream connections the proxy opens for
+// maxConns client connections (0: unbounded), never fewer than the pool of
+// idle ones net/http's transport keeps.
+func upstreamConnCap(maxConns int) int {
+	if maxConns <= 0 {
+		return math.MaxInt32
+	}
+	return max(maxConns, maxIdleUpstreamConns)
 }
 
 // dial connects to the upstream, and does the TLS handshake of an https
@@ -219,12 +231,7 @@ func (errNoFreeConn) Timeout() bool     { return true }
 func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted bool) {
 	x := p.exchanges.Get().(*fastExchange)
 	x.ctx = ctx
-	out := &ctx.Response.Header
-	for k, vv := range fields {
-		for _, v := range vv {
-			out.Add(k, v)
-		}
-	}
+	copyFields(&ctx.Response.Header, fields)
 	if err := x.roundTrip(trusted); err != nil {
 		x.finish(false)
 		p.fail(ctx, err)

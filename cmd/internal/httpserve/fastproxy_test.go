@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -678,5 +679,19 @@ func TestFastProxyFieldNamesInAnyCase(t *testing.T) {
 	if got := h["X-Forwarded-For"]; len(got) != 1 || got[0] != "127.0.0.1" || h["Forwarded"] != nil || h["X-Secret"] != nil ||
 		h["Proxy-Authorization"] != nil || h.Get("User-Agent") != "ua" || len(h["User-Agent"]) != 1 {
 		t.Errorf("upstream saw %v", h)
+	}
+}
+
+// The proxy may open as many upstream connections as there may be client
+// connections, each carrying one request at a time: a slow upstream under
+// --max-conns concurrent requests makes none wait for a free one.
+func TestFastProxyConnCapFollowsMaxConns(t *testing.T) {
+	logs := logthrottle.NewSet(slog.NewTextHandler(io.Discard, nil), time.Minute)
+	for _, c := range []struct{ maxConns, want int }{{0, math.MaxInt32}, {10, maxIdleUpstreamConns}, {5000, 5000}} {
+		p, closeProxy := newFastProxy(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}, &settings.HTTP{UpstreamTimeout: time.Second, MaxConns: c.maxConns}, metrics.New(), logs)
+		closeProxy()
+		if p.hc.MaxConns != c.want {
+			t.Errorf("--max-conns %d: at most %d upstream connections, want %d", c.maxConns, p.hc.MaxConns, c.want)
+		}
 	}
 }
