@@ -347,16 +347,23 @@ func TestDirectRetriesAStaleConnection(t *testing.T) {
 	}
 }
 
-// TestDirectUpstreamFailures: a stalled upstream gets 504 after the
-// timeout; one that never ends its header, or sends more than five
-// informational responses, or switches protocols unasked, gets 502.
-func TestDirectUpstreamFailures(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		answer func(c net.Conn)
-		want   int
-	}{
-		{"stall", func(c net.Conn) { time.Sleep(3 * time.Second) }, http.StatusGatewayTimeout},
+// upstreamAnswer is an upstream's answer to a request, and the status the
+// client must get for it.
+type upstreamAnswer struct {
+	name   string
+	answer func(c net.Conn)
+	want   int
+}
+
+// upstreamAnswers are the answers every way of the proxy must survive,
+// with an upstream timeout of timeout: a stalled upstream gets 504; one
+// that never ends its header, sends more than five informational
+// responses, switches protocols unasked, answers garbage or a status
+// below 100 gets 502. A header under the limit but larger than a
+// connection's buffer, and five informational responses, pass.
+func upstreamAnswers(timeout time.Duration) []upstreamAnswer {
+	return []upstreamAnswer{
+		{"stall", func(c net.Conn) { time.Sleep(3 * timeout) }, http.StatusGatewayTimeout},
 		{"endless header", func(c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
@@ -366,6 +373,20 @@ func TestDirectUpstreamFailures(t *testing.T) {
 				}
 			}
 		}, http.StatusBadGateway},
+		{"large header", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
+			for range 500 { // 500 KB, less than the 1 MiB allowed
+				io.WriteString(c, line)
+			}
+			io.WriteString(c, "Content-Length: 2\r\n\r\nok")
+		}, http.StatusOK},
+		{"five 1xx", func(c net.Conn) {
+			for range 5 {
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+			}
+			io.WriteString(c, okResponse)
+		}, http.StatusOK},
 		{"1xx flood", func(c net.Conn) {
 			for range 6 {
 				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
@@ -384,7 +405,13 @@ func TestDirectUpstreamFailures(t *testing.T) {
 				panic(fmt.Sprintf("after a status of 99 the upstream read %v, want EOF: the proxy left the connection open", err))
 			}
 		}, http.StatusBadGateway},
-	} {
+	}
+}
+
+// TestDirectUpstreamFailures: each of upstreamAnswers gets its status,
+// failures with a problem document.
+func TestDirectUpstreamFailures(t *testing.T) {
+	for _, tt := range upstreamAnswers(time.Second) {
 		t.Run(tt.name, func(t *testing.T) {
 			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { tt.answer(c) })
 			srv := testProxy(t, up, true, false, time.Second)
@@ -394,8 +421,13 @@ func TestDirectUpstreamFailures(t *testing.T) {
 			}
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if res.StatusCode != tt.want || res.Header.Get("Content-Type") != "application/problem+json" {
-				t.Errorf("%d %q %s, want %d with a problem document", res.StatusCode, res.Header.Get("Content-Type"), body, tt.want)
+			switch {
+			case res.StatusCode != tt.want:
+				t.Errorf("%d %s, want %d", res.StatusCode, body, tt.want)
+			case tt.want != http.StatusOK && res.Header.Get("Content-Type") != "application/problem+json":
+				t.Errorf("%d %q %s, want a problem document", res.StatusCode, res.Header.Get("Content-Type"), body)
+			case tt.want == http.StatusOK && string(body) != "ok":
+				t.Errorf("body %q, want ok", body)
 			}
 		})
 	}

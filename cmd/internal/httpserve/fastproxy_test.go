@@ -155,54 +155,7 @@ func fastGet(t *testing.T, f fastFront, path string) (*http.Response, string, er
 // connection's buffer, and five informational responses, pass.
 func TestFastProxyUpstreamFailures(t *testing.T) {
 	const timeout = time.Second
-	for _, tt := range []struct {
-		name   string
-		answer func(c net.Conn)
-		want   int
-	}{
-		{"stall", func(c net.Conn) { time.Sleep(3 * timeout) }, http.StatusGatewayTimeout},
-		{"endless header", func(c net.Conn) {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
-			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
-			for range 2000 { // 2 MB, more than the 1 MiB allowed
-				if _, err := io.WriteString(c, line); err != nil {
-					return
-				}
-			}
-		}, http.StatusBadGateway},
-		{"large header", func(c net.Conn) {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
-			line := "X-Fill: " + strings.Repeat("a", 1000) + "\r\n"
-			for range 500 { // 500 KB, less than the 1 MiB allowed
-				io.WriteString(c, line)
-			}
-			io.WriteString(c, "Content-Length: 2\r\n\r\nok")
-		}, http.StatusOK},
-		{"five 1xx", func(c net.Conn) {
-			for range 5 {
-				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
-			}
-			io.WriteString(c, okResponse)
-		}, http.StatusOK},
-		{"1xx flood", func(c net.Conn) {
-			for range 6 {
-				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
-			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		}, http.StatusBadGateway},
-		{"unasked switch", func(c net.Conn) {
-			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		}, http.StatusBadGateway},
-		{"garbage", func(c net.Conn) { io.WriteString(c, "NOT HTTP\r\n\r\n") }, http.StatusBadGateway},
-		{"status 99", func(c net.Conn) {
-			io.WriteString(c, "HTTP/1.1 099 Odd\r\n\r\n")
-			// The proxy must close the connection, not leave it open.
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-				panic(fmt.Sprintf("after a status of 99 the upstream read %v, want EOF: the proxy left the connection open", err))
-			}
-		}, http.StatusBadGateway},
-	} {
+	for _, tt := range upstreamAnswers(timeout) {
 		t.Run(tt.name, func(t *testing.T) {
 			up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) { tt.answer(c) })
 			f := testFastProxy(t, up, false, timeout, nil)
