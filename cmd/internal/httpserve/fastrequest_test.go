@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -411,3 +412,50 @@ func TestFastUpgradeWithBodyRefused(t *testing.T) {
 		t.Errorf("through the tunnel: %q %v, want the upstream's echo", line, err)
 	}
 }
+
+// TestFastPanicClosesOneConnection: a handler that panics costs its
+// connection, unanswered, and a log line; the server serves on, as
+// net/http's does. A panic with http.ErrAbortHandler is not logged.
+func TestFastPanicClosesOneConnection(t *testing.T) {
+	f := &settings.HTTP{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		IdleTimeout: 5 * time.Second, MaxHeaderBytes: 4 << 10}
+	var logged strings.Builder
+	var mu sync.Mutex
+	errorLog := log.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), "", 0)
+	l, err := ListenFast("public", "127.0.0.1:0", fastHandler(f, func(e *requestView) {
+		switch e.r.URL.Path {
+		case "/panic":
+			panic("boom")
+		case "/abort":
+			panic(http.ErrAbortHandler)
+		}
+		serveHealth(&e.w)
+	}), f, 0, errorLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Serve()
+	defer l.Shutdown(t.Context())
+	addr := l.Ln.Addr().String()
+	for _, path := range []string{"/panic", "/abort"} {
+		if s := statusOf(t, addr, "GET "+path+" HTTP/1.1\r\nHost: a\r\n\r\n"); s != 0 {
+			t.Errorf("%s: answered %d, want the connection closed unanswered", path, s)
+		}
+	}
+	if s := statusOf(t, addr, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n"); s != http.StatusOK {
+		t.Errorf("after the panics: %d, want 200", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logged.String(), "panic serving"); n != 1 || !strings.Contains(logged.String(), "boom") {
+		t.Errorf("log %q, want one panic logged, boom", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

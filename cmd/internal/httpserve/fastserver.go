@@ -5,6 +5,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/faucetgo/faucet/cmd/internal/settings"
@@ -33,7 +34,7 @@ func ListenFast(name, addr string, h fasthttp.RequestHandler, f *settings.HTTP, 
 		return nil, err
 	}
 	srv := &fasthttp.Server{
-		Handler:                       h,
+		Handler:                       recovering(h, errorLog),
 		ReadTimeout:                   f.ReadHeaderTimeout,
 		WriteTimeout:                  f.WriteTimeout,
 		IdleTimeout:                   f.IdleTimeout,
@@ -97,6 +98,28 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.Response.Reset()
 	writeProblem(&fastWriter{ctx: ctx, h: http.Header{}}, status, detail)
+}
+
+// recovering is h with a panic contained to its connection, as net/http's
+// server contains it: the connection is closed without an answer, the
+// panic logged (unless it is http.ErrAbortHandler, which aborts on
+// purpose), and the server serves on. fasthttp's own server would die.
+func recovering(h fasthttp.RequestHandler, errorLog *log.Logger) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p != http.ErrAbortHandler && errorLog != nil {
+				errorLog.Printf("panic serving %v: %v\n%s", ctx.RemoteAddr(), p, debug.Stack())
+			}
+			ctx.Response.Reset()
+			ctx.HijackSetNoResponse(true)
+			ctx.Hijack(func(net.Conn) {}) // the server closes it
+		}()
+		h(ctx)
+	}
 }
 
 // netHTTPState is net/http's name of a fasthttp connection state, which
