@@ -1,0 +1,129 @@
+package httpserve
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/cmd/internal/logthrottle"
+	"github.com/faucetgo/faucet/cmd/internal/metrics"
+	"github.com/faucetgo/faucet/cmd/internal/settings"
+	"github.com/faucetgo/faucet/httplimit"
+)
+
+// keyedFronts serves Public on net/http and PublicFast on fasthttp, each
+// with its own limiter of one rule keyed on X-Api-Key (a burst of one,
+// and no refill within a test), in front of one upstream that records the
+// X-Api-Key values it was served with. It returns the fronts' addresses
+// and a function that returns, and forgets, what the upstream saw.
+func keyedFronts(t *testing.T) (fronts map[string]string, seen func() [][]string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got [][]string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header["X-Api-Key"])
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	f := &settings.HTTP{UpstreamTimeout: 5 * time.Second, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	limiter := func() *httplimit.Middleware {
+		lim, err := httplimit.New([]httplimit.Rule{{Name: "per-key", LimitKeys: []string{"header:x-api-key"}, Rate: 0.001, Burst: 1}}, httplimit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lim.Close() })
+		return lim
+	}
+	logs := logthrottle.NewSet(slog.NewTextHandler(io.Discard, nil), time.Minute)
+	h, closeNet := Public(limiter(), u, f, metrics.New(), logs)
+	ns := httptest.NewServer(h)
+	t.Cleanup(func() { ns.Close(); closeNet() })
+	fh, closeFast := PublicFast(limiter(), u, f, metrics.New(), logs)
+	l, err := ListenFast("public", "127.0.0.1:0", fh, f, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Serve()
+	t.Cleanup(func() { l.Shutdown(t.Context()); closeFast() })
+	return map[string]string{"net/http": ns.Listener.Addr().String(), "fasthttp": l.Ln.Addr().String()}, func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		g := got
+		got = nil
+		return g
+	}
+}
+
+// TestAttackConnectionSentTwice: a field named in Connection is dropped
+// by the proxy, so a rule keyed on it is refused (400): the upstream would
+// serve the request without the value the limiter counted. Naming it in
+// the first of two Connection lines must not hide that from the limiter,
+// or each request counts under a fresh key and is served as one without.
+func TestAttackConnectionSentTwice(t *testing.T) {
+	fronts, seen := keyedFronts(t)
+	for engine, addr := range fronts {
+		for i, conn := range []string{
+			"Connection: X-Api-Key, keep-alive\r\n",
+			"Connection: X-Api-Key\r\nConnection: keep-alive\r\n",
+			"Connection: keep-alive\r\nconnection: x-api-key\r\n",
+			"Connection: X-Api-Key\r\nConnection: close\r\n",
+		} {
+			raw := fmt.Sprintf("GET /x HTTP/1.1\r\nHost: a\r\nX-Api-Key: k%d\r\n%s\r\n", i, conn)
+			if s := statusOf(t, addr, raw); s != http.StatusBadRequest {
+				t.Errorf("%s: %q: status %d, want 400", engine, conn, s)
+			}
+		}
+		if got := seen(); len(got) != 0 {
+			t.Errorf("%s: the upstream served %d requests whose key the proxy dropped: %q", engine, len(got), got)
+		}
+	}
+}
+
+// TestAttackFoldedValue: a value folded over two lines (obs-fold) reaches
+// the upstream as the limiter read it, or the request is refused: never
+// as another value.
+func TestAttackFoldedValue(t *testing.T) {
+	fronts, seen := keyedFronts(t)
+	for engine, addr := range fronts {
+		s := statusOf(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\nX-Api-Key: a\r\n b\r\nAccept: */*\r\n\r\n")
+		got := seen()
+		switch {
+		case s == http.StatusBadRequest && len(got) == 0:
+		case s == http.StatusOK && len(got) == 1 && len(got[0]) == 1 && got[0][0] == "a b":
+		default:
+			t.Errorf("%s: status %d, upstream saw %q; want 400 and nothing, or 200 and [\"a b\"]", engine, s, got)
+		}
+	}
+}
+
+// TestAttackFoldedWhitespaceRotatesKey: white space folded onto a value
+// (a continuation line of spaces) is not part of the value to the
+// upstream, which trims it; the limiter must not count each amount of it
+// as another key, or one key gets a fresh burst per request.
+func TestAttackFoldedWhitespaceRotatesKey(t *testing.T) {
+	fronts, seen := keyedFronts(t)
+	for engine, addr := range fronts {
+		for n := range 4 {
+			statusOf(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\nX-Api-Key: K"+strings.Repeat("\r\n ", n)+"\r\n\r\n")
+		}
+		served := 0
+		for _, v := range seen() {
+			if len(v) == 1 && strings.TrimSpace(v[0]) == "K" {
+				served++
+			}
+		}
+		if served > 1 {
+			t.Errorf("%s: the upstream served key K %d times, want at most the burst of 1", engine, served)
+		}
+	}
+}
