@@ -1,9 +1,11 @@
 package httpserve
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -125,5 +127,64 @@ func TestAttackFoldedWhitespaceRotatesKey(t *testing.T) {
 		if served > 1 {
 			t.Errorf("%s: the upstream served key K %d times, want at most the burst of 1", engine, served)
 		}
+	}
+}
+
+// TestAttackUpgradeAnsweredToASlowReader: an upgrade the gate allows that
+// the upstream answers without switching (a long 200) is written to the
+// client within --write-timeout, as on net/http: a client that does not
+// read must not hold the connection, and the upstream's, for as long as
+// the upstream has something to send.
+func TestAttackUpgradeAnsweredToASlowReader(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 32<<10)
+		end := time.After(30 * time.Second)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-end:
+				return
+			default:
+			}
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	lim, err := httplimit.New([]httplimit.Rule{{Name: "any", LimitKeys: []string{"ip:address"}, Rate: 100, Burst: 100}}, httplimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	f := &settings.HTTP{UpstreamTimeout: 500 * time.Millisecond, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, Upgrade: "websocket",
+		UpgradeMaxDuration: time.Minute, UpgradeIdleTimeout: time.Minute, UpgradeMaxBytes: 1 << 20}
+	h, closeProxy := PublicFast(lim, u, f, metrics.New(), logthrottle.NewSet(slog.NewTextHandler(io.Discard, nil), time.Minute))
+	defer closeProxy()
+	l, err := ListenFast("public", "127.0.0.1:0", h, f, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Serve()
+	defer l.Shutdown(t.Context())
+	c, err := net.Dial("tcp", l.Ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	// Not reading, well past --write-timeout; then whatever was sent
+	// before the cut must end soon.
+	time.Sleep(3 * time.Second)
+	c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("the response still streamed %d bytes 18 s after a --write-timeout of 1 s", n)
 	}
 }
