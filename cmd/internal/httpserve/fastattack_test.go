@@ -29,11 +29,25 @@ func keyedFronts(t *testing.T) (fronts map[string]string, seen func() [][]string
 	t.Helper()
 	var mu sync.Mutex
 	var got [][]string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fronts = frontsOf(t, func(r *http.Request) {
 		mu.Lock()
 		got = append(got, r.Header["X-Api-Key"])
 		mu.Unlock()
-	}))
+	})
+	return fronts, func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		g := got
+		got = nil
+		return g
+	}
+}
+
+// frontsOf is keyedFronts with an upstream that calls record with each
+// request it serves.
+func frontsOf(t *testing.T, record func(*http.Request)) map[string]string {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { record(r) }))
 	t.Cleanup(up.Close)
 	u, _ := url.Parse(up.URL)
 	f := &settings.HTTP{UpstreamTimeout: 5 * time.Second, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
@@ -57,12 +71,49 @@ func keyedFronts(t *testing.T) (fronts map[string]string, seen func() [][]string
 	}
 	go l.Serve()
 	t.Cleanup(func() { l.Shutdown(t.Context()); closeFast() })
-	return map[string]string{"net/http": ns.Listener.Addr().String(), "fasthttp": l.Ln.Addr().String()}, func() [][]string {
+	return map[string]string{"net/http": ns.Listener.Addr().String(), "fasthttp": l.Ln.Addr().String()}
+}
+
+// TestAttackTargetAndHostAsOnNetHTTP: through the limiter and the proxy,
+// requests whose target the limiter rewrites to its canonical form, or
+// whose host an absolute target names, get the same status on both
+// engines, and the upstream the same target and forwarded host.
+func TestAttackTargetAndHostAsOnNetHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	fronts := frontsOf(t, func(r *http.Request) {
 		mu.Lock()
-		defer mu.Unlock()
-		g := got
-		got = nil
-		return g
+		got = append(got, r.Method+" "+r.RequestURI+" xfh="+r.Header.Get("X-Forwarded-Host")+" key="+strings.Join(r.Header["X-Api-Key"], "|"))
+		mu.Unlock()
+	})
+	for i, raw := range []string{
+		"GET /a/../b HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /a/./b//c HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /%2e%2e/x HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /x%2Fy/%7e?q=%41&q=b HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET http://b.example/abs/../p?x HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET http://B.Example:80 HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /x HTTP/1.0\r\n\r\n",
+		"GET /%C3%A9/\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET /k HTTP/1.1\r\nHost: a\r\nx-api-key: K%d\r\n\r\n",
+		"GET /k HTTP/1.1\r\nHost: a\r\nX-Api-Key: K%d\r\nX-API-KEY: L\r\n\r\n",
+		"GET /k HTTP/1.1\r\nHost: a\r\nX-Api-Key: K%d\r\nX-Api_Key: L\r\n\r\n",
+	} {
+		if strings.Contains(raw, "%d") {
+			raw = fmt.Sprintf(raw, i)
+		}
+		var answers [2]string
+		for j, engine := range []string{"net/http", "fasthttp"} {
+			s := statusOf(t, fronts[engine], raw)
+			mu.Lock()
+			answers[j] = fmt.Sprintf("%d %q", s, got)
+			got = nil
+			mu.Unlock()
+		}
+		if answers[0] != answers[1] {
+			t.Errorf("%q:\n net/http %s\n fasthttp %s", raw, answers[0], answers[1])
+		}
 	}
 }
 
