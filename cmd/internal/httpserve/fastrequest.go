@@ -80,16 +80,17 @@ func headerName(b []byte) string {
 
 // synthetic are fields fasthttp keeps apart from the others and may show
 // though the client did not send them (Connection: close on HTTP/1.0,
-// Content-Length: 0); the first three it also keeps one value of, the
-// last, though a client may send them more than once, and Cookie it
-// rewrites from the cookies it parsed. net/http shows what was sent, each
-// value of a repeated field: a rule that reads one then sees that it has
-// no single value.
+// Content-Length: 0); the first three it also keeps one value of, and
+// Cookie it rewrites from the cookies it parsed. net/http shows what was
+// sent, each value of a repeated field: a rule that reads one then sees
+// that it has no single value, and the limiter sees every field that a
+// Connection line names, which the proxy drops.
 var synthetic = [...]string{"Cookie", "User-Agent", "Content-Type", "Connection", "Content-Length", "Transfer-Encoding"}
 
 // rawFields is how many of synthetic, from the first, are taken from the
-// raw header when sent more than once; Cookie (the first) always is.
-const rawFields = 3
+// raw header when sent more than once; Cookie (the first) always is. The
+// others fasthttp refuses to take twice.
+const rawFields = 4
 
 // badRequest is why a request cannot be taken as net/http would take it.
 type badRequest string
