@@ -124,6 +124,12 @@ func (e *requestView) load(ctx *fasthttp.RequestCtx, remote string) badRequest {
 	r.Header = e.hdr
 	r.Host = ""
 	raw := rh.RawHeaders()
+	if folded(raw) {
+		// fasthttp joins the lines for the limiter, but the proxy
+		// forwards the raw header, which fasthttp's second reading of a
+		// fold rewrites: the upstream would get another value.
+		return "obsolete line folding"
+	}
 	var count [len(synthetic)]int
 	forEachField(raw, func(name, _ []byte) {
 		for i, c := range synthetic {
@@ -215,6 +221,13 @@ func valuesOf(raw []byte, name string, n int) []string {
 		}
 	})
 	return vals
+}
+
+// folded reports whether a raw header block continues a field on a line
+// that begins with a space or tab (obs-fold, which RFC 9112, 5.2, lets a
+// server refuse).
+func folded(raw []byte) bool {
+	return bytes.Contains(raw, []byte("\n ")) || bytes.Contains(raw, []byte("\n\t"))
 }
 
 // forEachField calls f with the name and value of each field of a raw
