@@ -40,6 +40,8 @@ func headerProblem(h map[string][]string, name string, vals []string) string {
 		return "header " + quote(name) + " is sent " + strconv.Itoa(len(vals)) + " times"
 	case len(vals) == 1 && !commasInSyntax(name) && strings.IndexByte(vals[0], ',') >= 0:
 		return "header " + quote(name) + " holds a comma-separated list"
+	case len(vals) == 1 && outerSpace(vals[0]):
+		return "header " + quote(name) + " has white space around its value"
 	}
 	if k, ok := otherHeaderSpelling(h, name); ok {
 		return "header " + strconv.Quote(k) + " is another spelling of " + quote(name)
@@ -57,6 +59,15 @@ func headerProblem(h map[string][]string, name string, vals []string) string {
 		}
 	}
 	return ""
+}
+
+// outerSpace reports whether v begins or ends with a space or tab. Go's
+// server keeps white space folded onto the end of a value (a continuation
+// line of spaces, obs-fold), where a server reading the forwarded field
+// trims it: each amount of it would be another key to the rule, and the
+// same one to the application.
+func outerSpace(v string) bool {
+	return v != "" && (v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t')
 }
 
 // otherHeaderSpelling finds a field of h that is name to a server that

@@ -30,6 +30,8 @@ func TestRepeatedKeyValues(t *testing.T) {
 		{"GET", "/h", []string{"X-Api-Key", "rnd1", "X-Api-Key", "victim"}, `header "X-Api-Key" is sent 2 times`},
 		{"GET", "/h", []string{"X-Api-Key", "rnd1, victim"}, `header "X-Api-Key" holds a comma-separated list`},
 		{"GET", "/h", []string{"X-Api-Key", "rnd1", "X_Api_Key", "victim"}, `header "X_api_key" is another spelling of "X-Api-Key"`},
+		{"GET", "/h", []string{"X-Api-Key", "victim "}, `header "X-Api-Key" has white space around its value`},
+		{"GET", "/h", []string{"X-Api-Key", "\tvictim"}, `white space around its value`},
 		{"GET", "/h", []string{"X_Api_Key", "victim"}, `another spelling`},
 		{"GET", "/h", []string{"X-Api_Key", "victim"}, `another spelling`},
 		{"GET", "/h", []string{"X_Api-Key", "victim"}, `header "X_api-Key" is another spelling`},
@@ -48,6 +50,7 @@ func TestRepeatedKeyValues(t *testing.T) {
 		{"GET", "/q?k_x=rnd1&%6B_x=victim", nil, `sent 2 times`},
 		{"GET", "/m", []string{"X-Plan", "enterprise", "X-Plan", "free"}, `header "X-Plan" is sent 2 times`},
 		{"GET", "/m", []string{"X-Plan", "enterprise,free"}, `comma-separated`},
+		{"GET", "/m", []string{"X-Plan", "free  "}, `white space`},
 		{"POST", "/p", []string{"X-HTTP-Method-Override", "DELETE"}, `header "X-Http-Method-Override" overrides the method`},
 		{"GET", "/p", []string{"X-Method-Override", "POST"}, `overrides the method`},
 		{"POST", "/p?_method=PUT", nil, `query parameter "_method" overrides the method`},
@@ -78,6 +81,7 @@ func TestRepeatedKeyValues(t *testing.T) {
 		headers        []string
 	}{
 		{"GET", "/h", []string{"X-Api-Key", "victim"}},
+		{"GET", "/h", []string{"X-Api-Key", "a b"}},
 		{"GET", "/h", nil},
 		{"GET", "/h?k_x=a&k_x=b", []string{"X-Api-Key", "a", "X-Other", "1", "X-Other", "2"}},
 		{"GET", "/h", []string{"X-Api-Key", "a", "Connection", "keep-alive", "X-Forwarded-For", "192.0.2.7, 192.0.2.8"}},

@@ -53,7 +53,7 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		}
 		ctx := e.w.ctx
 		if r.Context().Value(tunnelKey{}) != nil {
-			fastUpgrade(ctx, upgrades, r, e.w.h)
+			fastUpgrade(ctx, upgrades, r, e.w.h, ctx.Time().Add(f.WriteTimeout))
 			return
 		}
 		writeDeadline(ctx, f)

@@ -80,16 +80,17 @@ func headerName(b []byte) string {
 
 // synthetic are fields fasthttp keeps apart from the others and may show
 // though the client did not send them (Connection: close on HTTP/1.0,
-// Content-Length: 0); the first three it also keeps one value of, the
-// last, though a client may send them more than once, and Cookie it
-// rewrites from the cookies it parsed. net/http shows what was sent, each
-// value of a repeated field: a rule that reads one then sees that it has
-// no single value.
+// Content-Length: 0); the first three it also keeps one value of, and
+// Cookie it rewrites from the cookies it parsed. net/http shows what was
+// sent, each value of a repeated field: a rule that reads one then sees
+// that it has no single value, and the limiter sees every field that a
+// Connection line names, which the proxy drops.
 var synthetic = [...]string{"Cookie", "User-Agent", "Content-Type", "Connection", "Content-Length", "Transfer-Encoding"}
 
 // rawFields is how many of synthetic, from the first, are taken from the
-// raw header when sent more than once; Cookie (the first) always is.
-const rawFields = 3
+// raw header when sent more than once; Cookie (the first) always is. The
+// others fasthttp refuses to take twice.
+const rawFields = 4
 
 // badRequest is why a request cannot be taken as net/http would take it.
 type badRequest string
@@ -123,6 +124,12 @@ func (e *requestView) load(ctx *fasthttp.RequestCtx, remote string) badRequest {
 	r.Header = e.hdr
 	r.Host = ""
 	raw := rh.RawHeaders()
+	if folded(raw) {
+		// fasthttp joins the lines for the limiter, but the proxy
+		// forwards the raw header, which fasthttp's second reading of a
+		// fold rewrites: the upstream would get another value.
+		return "obsolete line folding"
+	}
 	var count [len(synthetic)]int
 	forEachField(raw, func(name, _ []byte) {
 		for i, c := range synthetic {
@@ -214,6 +221,13 @@ func valuesOf(raw []byte, name string, n int) []string {
 		}
 	})
 	return vals
+}
+
+// folded reports whether a raw header block continues a field on a line
+// that begins with a space or tab (obs-fold, which RFC 9112, 5.2, lets a
+// server refuse).
+func folded(raw []byte) bool {
+	return bytes.Contains(raw, []byte("\n ")) || bytes.Contains(raw, []byte("\n\t"))
 }
 
 // forEachField calls f with the name and value of each field of a raw

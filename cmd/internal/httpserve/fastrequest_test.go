@@ -110,6 +110,8 @@ func TestFastRequestMatchesNetHTTP(t *testing.T) {
 		"GET /x HTTP/1.0\r\n\r\n",
 		"GET /x HTTP/1.0\r\nHost: front\r\nConnection: keep-alive\r\n\r\n",
 		"GET /x HTTP/1.1\r\nHost: front\r\nConnection: close\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: front\r\nConnection: X-A\r\nConnection: keep-alive\r\n\r\n",
+		"GET /x HTTP/1.0\r\nHost: front\r\nConnection: X-A\r\nconnection: close\r\n\r\n",
 		"POST /x HTTP/1.1\r\nHost: front\r\nContent-Length: 5\r\n\r\nhello",
 		"POST /x HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
 		"GET /x HTTP/1.1\r\nHost: front\r\nAuthorization: Bearer a.b.c\r\nX-Empty:\r\n\r\n",

@@ -23,8 +23,10 @@ import (
 // fastUpgrade serves r, an upgrade the gate allowed, on ctx's connection
 // once the handler returns; fields are the response's fields so far (the
 // limiter's). r may be in memory that is reused after the handler returns:
-// what the proxy needs of it is copied first.
-func fastUpgrade(ctx *fasthttp.RequestCtx, rp *httputil.ReverseProxy, r *http.Request, fields http.Header) {
+// what the proxy needs of it is copied first. The response must be written
+// by writeBy (--write-timeout from the end of the request's header), as on
+// net/http, until a tunnel takes the connection over.
+func fastUpgrade(ctx *fasthttp.RequestCtx, rp *httputil.ReverseProxy, r *http.Request, fields http.Header, writeBy time.Time) {
 	if r.ContentLength != 0 {
 		// The body would be read from the connection after the handler
 		// returned, which fasthttp does not allow; an upgrade (a
@@ -37,8 +39,12 @@ func fastUpgrade(ctx *fasthttp.RequestCtx, rp *httputil.ReverseProxy, r *http.Re
 	h := fields.Clone()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
-		// As net/http's Hijack does: the tunnel's own bounds apply now.
+		// No bound on reading: the request was read whole, and a
+		// tunnel has its own. The response has the write bound of any
+		// other, or a client that does not read would hold the
+		// connection, and the upstream's, as long as the upstream sends.
 		c.SetDeadline(time.Time{})
+		c.SetWriteDeadline(writeBy)
 		w := &hijackWriter{c: c, bw: bufio.NewWriter(c), h: h}
 		g := &tunnelGrant{client: http.NewResponseController(w)}
 		out = out.WithContext(context.WithValue(out.Context(), tunnelKey{}, g))
@@ -114,6 +120,8 @@ func (w *hijackWriter) Flush() { w.bw.Flush() }
 // writes the 101 itself.
 func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.hijacked = true
+	// As net/http's Hijack does: the tunnel's own bounds apply now.
+	w.c.SetDeadline(time.Time{})
 	return w.c, bufio.NewReadWriter(bufio.NewReader(w.c), w.bw), nil
 }
 
