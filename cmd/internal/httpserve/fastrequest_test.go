@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -461,3 +462,45 @@ func TestFastPanicClosesOneConnection(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestFastUpgradePanicClosesOneConnection: a panic while an upgrade is
+// served on the connection fasthttp handed over (its own goroutine, out
+// of the handler's recovery) costs that connection and a log line.
+func TestFastUpgradePanicClosesOneConnection(t *testing.T) {
+	f := &settings.HTTP{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		IdleTimeout: 5 * time.Second, MaxHeaderBytes: 4 << 10}
+	var logged strings.Builder
+	var mu sync.Mutex
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(*httputil.ProxyRequest) { panic("boom") },
+		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logged.Write(p)
+		}), "", 0),
+	}
+	l, err := ListenFast("public", "127.0.0.1:0", fastHandler(f, func(e *requestView) {
+		if e.r.URL.Path == "/ws" {
+			fastUpgrade(e.w.ctx, rp, e.r, e.w.h, time.Now().Add(5*time.Second))
+			return
+		}
+		serveHealth(&e.w)
+	}), f, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Serve()
+	defer l.Shutdown(t.Context())
+	addr := l.Ln.Addr().String()
+	if s := statusOf(t, addr, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"); s != 0 {
+		t.Errorf("answered %d, want the connection closed unanswered", s)
+	}
+	if s := statusOf(t, addr, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n"); s != http.StatusOK {
+		t.Errorf("after the panic: %d, want 200", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "boom") {
+		t.Errorf("log %q, want the panic", logged.String())
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -39,6 +40,14 @@ func fastUpgrade(ctx *fasthttp.RequestCtx, rp *httputil.ReverseProxy, r *http.Re
 	h := fields.Clone()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		// fasthttp runs this on a goroutine of its own, where a panic
+		// would end the process: it ends the connection instead, which
+		// fasthttp closes when this returns.
+		defer func() {
+			if p := recover(); p != nil && p != http.ErrAbortHandler && rp.ErrorLog != nil {
+				rp.ErrorLog.Printf("panic serving an upgrade from %v: %v\n%s", c.RemoteAddr(), p, debug.Stack())
+			}
+		}()
 		// No bound on reading: the request was read whole, and a
 		// tunnel has its own. The response has the write bound of any
 		// other, or a client that does not read would hold the
