@@ -807,16 +807,13 @@ func (x *fastExchange) release(whole bool) {
 func (p *fastProxy) fail(ctx *fasthttp.RequestCtx, err error) {
 	var cb clientBodyError
 	if errors.As(err, &cb) {
-		status := http.StatusBadRequest
-		if isTimeout(cb.err) {
-			status = http.StatusRequestTimeout
-		}
-		writeFastProblem(ctx, status, "The request body did not arrive in full.")
+		writeFastProblem(ctx, clientBodyStatus(cb.err), bodyFailedDetail)
 		return
 	}
-	status, detail, c := http.StatusBadGateway, "The upstream server could not be reached, or did not answer with a valid response.", p.gateway
-	if isTimeout(err) {
-		status, detail, c = http.StatusGatewayTimeout, fmt.Sprintf("The upstream server did not answer within %v.", p.timeout), p.gatewayTimeout
+	status, detail := upstreamProblem(err, p.timeout)
+	c := p.gateway
+	if status == http.StatusGatewayTimeout {
+		c = p.gatewayTimeout
 	}
 	c.Inc()
 	p.log.Warn("upstream failed", "status", status, "method", string(ctx.Method()), "err", err)

@@ -501,33 +501,8 @@ func TestFastProxyTLS(t *testing.T) {
 // fields, and the final response keeps the fields set before the proxy
 // ran, without the hints' Link.
 func TestFastProxyForwardsEarlyHints(t *testing.T) {
-	up := oneShotUpstream(t, func(c net.Conn, _ *bufio.Reader) {
-		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	})
-	f := testFastProxy(t, up, false, 5*time.Second, nil)
-	c, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
-	br := bufio.NewReader(c)
-	req, _ := http.NewRequest(http.MethodGet, "/x", nil)
-	hints, err := http.ReadResponse(br, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hints.StatusCode != http.StatusEarlyHints || hints.Header.Get("Link") != "</style.css>; rel=preload" || hints.Header.Get("X-Rate") != "" {
-		t.Fatalf("first response %d %v, want 103 with Link and without X-Rate", hints.StatusCode, hints.Header)
-	}
-	res, err := http.ReadResponse(br, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK || res.Header.Get("X-Rate") != "limiter" || res.Header.Get("Link") != "" {
-		t.Errorf("final response %d %v, want 200 with X-Rate and without Link", res.StatusCode, res.Header)
-	}
+	f := testFastProxy(t, earlyHintsUpstream(t), false, 5*time.Second, nil)
+	checkEarlyHints(t, f.addr, "</style.css>; rel=preload")
 }
 
 // TestFastProxyMatchesReverseProxyOnRawAnswers: answers no net/http

@@ -36,7 +36,7 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 	tunnels := newTunnels(f, m)
 	upgrades, t, _, _ := reverseProxy(upstream, f, lim, m, logs, tunnels)
 	// admit is where an admitted request leaves net/http's types: it marks
-	// the exchange, and fastHandler forwards it once the limiter returned.
+	// the view, and fastHandler forwards it once the limiter returned.
 	admit := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.(*fastWriter).passed = r
 	})

@@ -124,20 +124,20 @@ func (e *requestView) load(ctx *fasthttp.RequestCtx, remote string) badRequest {
 	r.Header = e.hdr
 	r.Host = ""
 	raw := rh.RawHeaders()
-	if folded(raw) {
-		// fasthttp joins the lines for the limiter, but the proxy
-		// forwards the raw header, which fasthttp's second reading of a
-		// fold rewrites: the upstream would get another value.
-		return "obsolete line folding"
-	}
 	var count [len(synthetic)]int
-	forEachField(raw, func(name, _ []byte) {
+	folded := forEachField(raw, func(name, _ []byte) {
 		for i, c := range synthetic {
 			if len(name) == len(c) && bytes.EqualFold(name, []byte(c)) {
 				count[i]++
 			}
 		}
 	})
+	if folded {
+		// fasthttp joins the lines for the limiter, but the proxy
+		// forwards the raw header, which fasthttp's second reading of a
+		// fold rewrites: the upstream would get another value.
+		return "obsolete line folding"
+	}
 	var bad badRequest
 	rh.VisitAll(func(k, v []byte) {
 		if bad != "" {
@@ -223,19 +223,13 @@ func valuesOf(raw []byte, name string, n int) []string {
 	return vals
 }
 
-// folded reports whether a raw header block continues a field on a line
-// that begins with a space or tab (obs-fold, which RFC 9112, 5.2, lets a
-// server refuse).
-func folded(raw []byte) bool {
-	return bytes.Contains(raw, []byte("\n ")) || bytes.Contains(raw, []byte("\n\t"))
-}
-
 // forEachField calls f with the name and value of each field of a raw
-// header block: lines of "name: value", a line that begins with a space
-// or tab continuing the previous one (fasthttp joins those for the
-// fields it keeps, and only the count of names matters here).
-func forEachField(raw []byte, f func(name, value []byte)) {
-	for len(raw) > 0 {
+// header block, lines of "name: value", and reports whether a line after
+// the first begins with a space or tab: a field continued on it
+// (obs-fold, which RFC 9112, 5.2, lets a server refuse). Such lines are
+// not passed to f.
+func forEachField(raw []byte, f func(name, value []byte)) (folded bool) {
+	for first := true; len(raw) > 0; first = false {
 		var line []byte
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 			line, raw = raw[:i], raw[i+1:]
@@ -243,7 +237,8 @@ func forEachField(raw []byte, f func(name, value []byte)) {
 			line, raw = raw, nil
 		}
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
+			folded = folded || !first
 			continue
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
@@ -252,6 +247,7 @@ func forEachField(raw []byte, f func(name, value []byte)) {
 		}
 		f(name, bytes.TrimSpace(value))
 	}
+	return folded
 }
 
 // parseTarget parses a request target as net/http's server does.
@@ -264,12 +260,19 @@ func parseTarget(method, target string) (*url.URL, error) {
 }
 
 // forward makes the fasthttp request the one to send upstream for r,
-// the request the limiter passed on: its target is r's path, in the
-// canonical form the limiter judged, and its query, written as
-// httputil.ReverseProxy writes them; its Host is r's, which an absolute
-// target names.
+// the request the limiter passed on: its Host is r's, which an absolute
+// target names, and when the limiter made r's path canonical (r is then a
+// copy of e's request), its target is that path and r's query, written as
+// httputil.ReverseProxy writes them. Otherwise the client's target
+// stands, which fastProxy writes as the ReverseProxy does.
 func (e *requestView) forward(r *http.Request) {
 	rh := &e.w.ctx.Request.Header
+	if string(rh.Host()) != r.Host {
+		rh.SetHost(r.Host)
+	}
+	if r == e.r {
+		return
+	}
 	e.target = append(e.target[:0], r.URL.EscapedPath()...)
 	if len(e.target) == 0 {
 		e.target = append(e.target, '/')
@@ -278,12 +281,7 @@ func (e *requestView) forward(r *http.Request) {
 		e.target = append(e.target, '?')
 		e.target = append(e.target, r.URL.RawQuery...)
 	}
-	if !bytes.Equal(rh.RequestURI(), e.target) {
-		rh.SetRequestURIBytes(e.target)
-	}
-	if string(rh.Host()) != r.Host {
-		rh.SetHost(r.Host)
-	}
+	rh.SetRequestURIBytes(e.target)
 }
 
 // release returns e to the pool, dropping what refers to the request.

@@ -97,7 +97,7 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 		status, detail = http.StatusRequestTimeout, "The request did not arrive in time."
 	}
 	ctx.Response.Reset()
-	writeProblem(&fastWriter{ctx: ctx, h: http.Header{}}, status, detail)
+	writeFastProblem(ctx, status, detail)
 }
 
 // recovering is h with a panic contained to its connection, as net/http's

@@ -104,11 +104,7 @@ func upstreamFailure(d time.Duration, m *metrics.Metrics, logs *logthrottle.Set)
 		if b, ok := r.Body.(*clientBody); ok && b.failed() != nil {
 			// The client failed to send its body (--read-timeout, or
 			// a broken connection): not the upstream's fault.
-			status := http.StatusBadRequest
-			if isTimeout(b.failed()) {
-				status = http.StatusRequestTimeout
-			}
-			writeProblem(w, status, "The request body did not arrive in full.")
+			writeProblem(w, clientBodyStatus(b.failed()), bodyFailedDetail)
 			return
 		}
 		if r.Context().Err() != nil {
@@ -116,14 +112,35 @@ func upstreamFailure(d time.Duration, m *metrics.Metrics, logs *logthrottle.Set)
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
-		status, detail := http.StatusBadGateway, "The upstream server could not be reached, or did not answer with a valid response."
-		if isTimeout(err) {
-			status, detail = http.StatusGatewayTimeout, fmt.Sprintf("The upstream server did not answer within %v.", d)
-		}
+		status, detail := upstreamProblem(err, d)
 		m.UpstreamErrors.WithLabelValues(strconv.Itoa(status)).Inc()
 		upstreamLog.Warn("upstream failed", "status", status, "method", r.Method, "err", err)
 		writeProblem(w, status, detail)
 	}
+}
+
+// bodyFailedDetail is the problem's detail when the client failed to
+// send its body (--read-timeout, or a broken connection): not the
+// upstream's fault.
+const bodyFailedDetail = "The request body did not arrive in full."
+
+// clientBodyStatus is the status of a request whose body failed to
+// arrive with err: 408 for a timeout, 400 otherwise.
+func clientBodyStatus(err error) int {
+	if isTimeout(err) {
+		return http.StatusRequestTimeout
+	}
+	return http.StatusBadRequest
+}
+
+// upstreamProblem is the status and detail of a request the upstream
+// failed with err, with d the upstream timeout: 504 for a timeout, 502
+// otherwise; the detail names no address.
+func upstreamProblem(err error, d time.Duration) (int, string) {
+	if isTimeout(err) {
+		return http.StatusGatewayTimeout, fmt.Sprintf("The upstream server did not answer within %v.", d)
+	}
+	return http.StatusBadGateway, "The upstream server could not be reached, or did not answer with a valid response."
 }
 
 // copyBufferSize is the size of the buffers a proxied response's body is
