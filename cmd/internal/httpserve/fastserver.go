@@ -34,16 +34,21 @@ func ListenFast(name, addr string, h fasthttp.RequestHandler, f *settings.HTTP, 
 		return nil, err
 	}
 	srv := &fasthttp.Server{
-		Handler:                       recovering(h, errorLog),
-		ReadTimeout:                   f.ReadHeaderTimeout,
-		WriteTimeout:                  f.WriteTimeout,
-		IdleTimeout:                   f.IdleTimeout,
-		ReadBufferSize:                f.MaxHeaderBytes,
-		StreamRequestBody:             true,
-		NoDefaultServerHeader:         true,
-		NoDefaultContentType:          true,
-		DisablePreParseMultipartForm:  true,
-		ReduceMemoryUsage:             true,
+		Handler:                      recovering(h, errorLog),
+		ReadTimeout:                  f.ReadHeaderTimeout,
+		WriteTimeout:                 f.WriteTimeout,
+		IdleTimeout:                  f.IdleTimeout,
+		ReadBufferSize:               f.MaxHeaderBytes,
+		StreamRequestBody:            true,
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		ReduceMemoryUsage:            true,
+		// A tunnel's proxy may still read the connection after the
+		// hijack handler returned (ReverseProxy stops waiting when one
+		// direction ends): the handler closes it, and fasthttp must not
+		// recycle its wrapper under that read.
+		KeepHijackedConns:             true,
 		SecureErrorLogMessage:         true,
 		CloseOnShutdown:               true,
 		DisableHeaderNamesNormalizing: false,
@@ -116,7 +121,7 @@ func recovering(h fasthttp.RequestHandler, errorLog *log.Logger) fasthttp.Reques
 			}
 			ctx.Response.Reset()
 			ctx.HijackSetNoResponse(true)
-			ctx.Hijack(func(net.Conn) {}) // the server closes it
+			ctx.Hijack(func(c net.Conn) { c.Close() })
 		}()
 		h(ctx)
 	}

@@ -40,9 +40,12 @@ func fastUpgrade(ctx *fasthttp.RequestCtx, rp *httputil.ReverseProxy, r *http.Re
 	h := fields.Clone()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		// The connection is this function's to close (the server keeps
+		// hijacked connections): closing it also ends a tunnel direction
+		// the proxy left reading.
+		defer c.Close()
 		// fasthttp runs this on a goroutine of its own, where a panic
-		// would end the process: it ends the connection instead, which
-		// fasthttp closes when this returns.
+		// would end the process: it ends the connection instead.
 		defer func() {
 			if p := recover(); p != nil && p != http.ErrAbortHandler && rp.ErrorLog != nil {
 				rp.ErrorLog.Printf("panic serving an upgrade from %v: %v\n%s", c.RemoteAddr(), p, debug.Stack())
