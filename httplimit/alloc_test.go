@@ -27,6 +27,10 @@ func TestHandlerAllocations(t *testing.T) {
 			"RateLimit-Policy": `"user";q=1000000000;w=1, "tenant";q=1000000000;w=1, "global";q=1000000000;w=1`,
 			"RateLimit":        `"user";r=999999999;t=0, "tenant";r=999999999;t=0, "global";r=999999999;t=0`,
 		},
+		"rules=limits": {
+			"RateLimit-Policy": `"per-ip-second";q=1000000000;w=1, "per-ip-day";q=1000000000;w=1`,
+			"RateLimit":        `"per-ip-second";r=999999999;t=0, "per-ip-day";r=999999999;t=0`,
+		},
 	}
 	for _, rs := range checkRuleSets {
 		t.Run(rs.name, func(t *testing.T) {

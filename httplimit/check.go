@@ -31,7 +31,8 @@ type Result struct {
 	// prefix when a shadow rule would have denied an allowed request).
 	Reason string `json:"reason,omitempty"`
 	// DeniedBy names the rule that denied (or, for a shadow reason, would
-	// have).
+	// have): for a rule with several limits, the limit that denied, or
+	// the rule itself when it refused the request (400).
 	DeniedBy string `json:"denied_by,omitempty"`
 	// Detail says why the request was refused (Status 400): the source and
 	// the bound it broke, the header or parameter without one value, or
@@ -40,7 +41,8 @@ type Result struct {
 	// RetryAfter is the Retry-After value in seconds, jitter included; 0
 	// when the response carries none.
 	RetryAfter int64 `json:"retry_after,omitempty"`
-	// Policies has one entry per rule that applied, in rule order.
+	// Policies has one entry per rule that applied (per limit, for a rule
+	// with several), in rule order.
 	Policies []Policy `json:"policies"`
 	// StoreError reports that the shared store could not decide the
 	// request (failed, too slow, or its breaker open): each rule's
@@ -52,9 +54,15 @@ type Result struct {
 	Headers HeaderSet `json:"-"`
 }
 
-// Policy is one applied rule's state after the decision.
+// Policy is one applied rule's state after the decision: one per limit
+// of a rule with several.
 type Policy struct {
+	// Name is the rule's, or the limit's for a rule with several: the
+	// RateLimit item's name.
 	Name string `json:"name"`
+	// Rule is the name of the rule a limit belongs to; empty for a rule
+	// with one limit.
+	Rule string `json:"rule,omitempty"`
 	// Mode is "enforce" or "shadow".
 	Mode string `json:"mode"`
 	// Key is the request's bucket key under the rule.
@@ -209,7 +217,9 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 			ok := ru.matches(&q)
 			why := q.takeBad()
 			if ok || why != "" {
-				applied, unclear = append(applied, ru), append(unclear, why)
+				for _, part := range ru.parts {
+					applied, unclear = append(applied, part), append(unclear, why)
+				}
 				break
 			}
 		}
@@ -229,13 +239,17 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		out = make([]engine.Decision, len(applied))
 	}
 	refuser := -1 // the first enforce rule that refuses the request's cost
+	var why, reason string
 	for i, ru := range applied {
 		p := &res.Policies[i]
 		// Assigned whole: the policy is the scratch's, not a new one.
-		*p = Policy{Name: ru.Name, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
+		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
 			denial: ru.denial, Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
-		why, reason := unclear[i], ReasonAmbiguousValue
-		if why == "" {
+		if ru.head != ru {
+			// The rule's later limits share its key, cost and verdict.
+			prev := &res.Policies[i-1]
+			p.Key, p.Cost = prev.Key, prev.Cost
+		} else if why, reason = unclear[i], ReasonAmbiguousValue; why == "" {
 			p.Key = q.key(ru.keys)
 			if override < 0 {
 				p.Cost, why = ru.cost.cost(&q)
@@ -267,8 +281,9 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		l.enforce(&q, now, &res, applied, takes, out, idx)
 	}
 	for i, ru := range applied {
-		if ru.shadow && !res.Policies[i].Unknown {
-			l.observe(&q, now, &res, ru, &res.Policies[i])
+		if ru.shadow && ru.head == ru && !res.Policies[i].Unknown {
+			n := len(ru.parts)
+			l.observe(&q, now, &res, applied[i:i+n], res.Policies[i:i+n])
 		}
 	}
 	if res.Status == http.StatusTooManyRequests && res.Reason == ReasonExceeded {
@@ -286,7 +301,7 @@ func (l *Middleware) refused(res *Result, ru *rule, p *Policy, reason, why strin
 	if ru.shadow {
 		ru.counters.shadowDenied.Add(1)
 		if res.Reason == "" {
-			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+reason
+			res.DeniedBy, res.Reason = ru.ruleName(), ReasonShadowPrefix+reason
 		}
 		return
 	}
@@ -295,7 +310,8 @@ func (l *Middleware) refused(res *Result, ru *rule, p *Policy, reason, why strin
 		return
 	}
 	*refuser = i
-	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, reason, ru.Name
+	// The rule refuses, not one of its limits.
+	res.Allowed, res.Status, res.Reason, res.DeniedBy = false, http.StatusBadRequest, reason, ru.ruleName()
 	res.Detail = why
 }
 
@@ -339,15 +355,18 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 	l.denied(q, now, applied[k], &res.Policies[k], res.Reason)
 }
 
-// observe takes a shadow rule's tokens on its own (or only peeks, when the
-// request was denied and so takes nothing) and records what it would do.
-func (l *Middleware) observe(q *request, now time.Time, res *Result, ru *rule, p *Policy) {
-	n := p.Cost
+// observe takes a shadow rule's tokens on its own, from all of its limits
+// (parts, with their policies ps) or none, or only peeks when the request
+// was denied and so takes nothing, and records what it would do.
+func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*rule, ps []Policy) {
+	n := ps[0].Cost
 	if !res.Allowed {
 		n = 0
 	}
-	take, out := q.sc.shadowTake[:], q.sc.shadowOut[:]
-	take[0] = engine.Take{Limiter: ru.lim, Key: p.Key, N: n}
+	take, out := q.sc.shadowTake[:len(parts)], q.sc.shadowOut[:len(parts)]
+	for j, ru := range parts {
+		take[j] = engine.Take{Limiter: ru.lim, Key: ps[j].Key, N: n}
+	}
 	denied, err := takeAll(q.r.Context(), now, take, out)
 	if err != nil && l.opts.onStoreError != nil {
 		l.opts.onStoreError(err)
@@ -356,23 +375,30 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, ru *rule, p
 		res.StoreError = true
 	}
 	if err != nil && !errors.Is(err, engine.ErrFallback) {
-		p.Unknown = true
-		ru.counters.failedOpen.Add(1)
+		for j, ru := range parts {
+			ps[j].Unknown = true
+			ru.counters.failedOpen.Add(1)
+		}
 		return
 	}
-	p.set(out[0], ru.Rate)
-	p.Fallback = err != nil
+	for j, ru := range parts {
+		ps[j].set(out[j], ru.Rate)
+		ps[j].Fallback = err != nil
+	}
 	if n == 0 {
 		return
 	}
 	if denied < 0 {
-		ru.counters.allow(p)
+		for j, ru := range parts {
+			ru.counters.allow(&ps[j])
+		}
 		return
 	}
+	ru, p := parts[denied], &ps[denied]
 	p.Denied = true
 	ru.counters.shadowDenied.Add(1)
 	reason := ReasonExceeded
-	if out[0].RetryAfter == engine.InfDuration {
+	if out[denied].RetryAfter == engine.InfDuration {
 		reason = ReasonCostExceedsBurst
 	}
 	if res.Reason == "" {

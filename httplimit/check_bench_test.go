@@ -9,14 +9,17 @@ import (
 )
 
 // checkRuleSets are the rule sets BenchmarkCheck measures and
-// TestHandlerAllocations holds to no allocation: one rule per IP, or a
-// three-level hierarchy with a JWT claim.
+// TestHandlerAllocations holds to no allocation: one rule per IP, a
+// three-level hierarchy with a JWT claim, or one rule per IP with two
+// limits.
 var checkRuleSets = []struct{ name, doc string }{
 	{"rules=per-ip", `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
 	{"rules=hierarchy", `{"rules":[
 	 {"name":"user","limit_keys":["jwt:sub"],"algorithm_config":{"rps":1e9,"burst":1e9},"insecure_unverified_jwt":true},
 	 {"name":"tenant","limit_keys":["header:x-tenant"],"algorithm_config":{"rps":1e9,"burst":1e9}},
 	 {"name":"global","limit_keys":["method"],"algorithm_config":{"rps":1e9,"burst":1e9}}]}`},
+	{"rules=limits", `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"limits":[
+	 {"name":"per-ip-second","rps":1e9,"burst":1e9},{"name":"per-ip-day","rps":1e9,"burst":1e9}]}]}`},
 }
 
 // checkRequest is the request both send.

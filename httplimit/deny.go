@@ -13,6 +13,9 @@ import (
 type Denial struct {
 	// Rule names the rule that denied.
 	Rule string
+	// Limit names the limit that denied, for a rule with several; empty
+	// otherwise.
+	Limit string
 	// Shadow reports that the rule is in shadow mode: it would have denied,
 	// and the request was allowed (unless an enforce rule denied it too, which
 	// is then reported on its own).
@@ -47,8 +50,11 @@ func (l *Middleware) denied(q *request, now time.Time, ru *rule, p *Policy, reas
 	if l.opts.onDeny == nil {
 		return
 	}
-	d := Denial{Rule: ru.Name, Shadow: ru.shadow, Reason: reason, Key: p.Key, Method: q.r.Method, Path: q.r.URL.Path,
+	d := Denial{Rule: ru.ruleName(), Shadow: ru.shadow, Reason: reason, Key: p.Key, Method: q.r.Method, Path: q.r.URL.Path,
 		Time: now, Cost: p.Cost, Remaining: p.Remaining}
+	if ru.limitOf != "" {
+		d.Limit = ru.Name
+	}
 	if q.direct {
 		d.ClientIP, _ = parseHost(q.r.RemoteAddr)
 	} else {

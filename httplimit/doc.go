@@ -35,6 +35,17 @@
 //	  "insecure_unverified_jwt": false       // see JWT claims
 //	}
 //
+// A rule may instead carry several limits on its key, decided together
+// (Rule.Limits): "limits": [{"name": "api-key-second", "rps": 10, "burst":
+// 10}, {"name": "api-key-day", "rps": 0.11574, "burst": 10000}], each a
+// token bucket with its own name, rate and burst, which algorithm_config
+// then leaves out (its cost fields stay, each at most the smallest burst).
+// At most 8 limits; names of rules and limits are unique together. A
+// request takes its cost from every limit of the rule or from none; each
+// limit is one item of the header fields, one entry of Stats and of
+// Result.Policies (Policy.Rule names its rule), and Result.DeniedBy names
+// the limit that denied.
+//
 // Limit keys: "ip:address" (the client address, see Client address),
 // "header:<name>", "query:<name>", "path", "method", "jwt:<claim>", "global"
 // (one bucket for every request the rule applies to). Several keys make one

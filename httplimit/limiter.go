@@ -198,8 +198,14 @@ type Middleware struct {
 
 // ruleSet is a compiled, immutable rule set.
 type ruleSet struct {
-	rules  []*rule   // file order
-	groups [][]*rule // rules with the same limit keys, in file order
+	// rules holds every compiled limit: a rule's own, or each of its
+	// Limits, in file order.
+	rules []*rule
+	// groups holds the rules with the same limit keys, in file order: the
+	// first limit of each (whose parts are the rule's limits).
+	groups [][]*rule
+	// source is the rules as validated, defaults filled in.
+	source []Rule
 	// borrow reports that every rule's Limiter is an *engine.Engine, which
 	// copies the key of a bucket it creates and keeps no other reference to
 	// a key once TakeAll returns: Handler then gives it keys that share
@@ -208,9 +214,17 @@ type ruleSet struct {
 	borrow bool
 }
 
-// rule is a compiled Rule.
+// rule is one compiled limit of a Rule: the rule itself, or one of its
+// Limits, which has the rule's fields but its own name, rate and burst.
 type rule struct {
 	Rule
+	// limitOf is the name of the rule this is a limit of; "" for a rule
+	// with one limit.
+	limitOf string
+	// head is the first limit of the rule, whose parts are all of them
+	// (itself first): a rule applies, and is taken from, as a whole.
+	head     *rule
+	parts    []*rule
 	spec     engine.Spec
 	lim      engine.Limiter
 	keys     []keySpec
@@ -328,10 +342,24 @@ func (l *Middleware) sweep(now func() time.Time) {
 // Rules returns the rules in force, defaults filled in.
 func (l *Middleware) Rules() []Rule {
 	set := l.set.Load()
-	out := make([]Rule, len(set.rules))
-	for i, r := range set.rules {
-		out[i] = r.Rule
+	return cloneRules(set.source)
+}
+
+// cloneRules copies rules deep enough that the copy shares nothing a
+// caller could change.
+func cloneRules(in []Rule) []Rule {
+	out := make([]Rule, len(in))
+	for i, r := range in {
+		out[i] = r
 		out[i].LimitKeys = slices.Clone(r.LimitKeys)
+		out[i].Limits = slices.Clone(r.Limits)
+		if r.Match != nil {
+			m := make(map[string][]string, len(r.Match))
+			for k, v := range r.Match {
+				m[k] = slices.Clone(v)
+			}
+			out[i].Match = m
+		}
 	}
 	return out
 }
@@ -353,36 +381,42 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := &ruleSet{borrow: true}
+	set := &ruleSet{borrow: true, source: rules}
 	groupIndex := map[string]int{}
 	for i := range rules {
-		r := &rule{Rule: rules[i]}
-		r.compileParts()
-		r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
-		lim, err := l.opts.store.Bind(r.spec)
-		if err != nil {
-			for _, done := range set.rules {
-				l.opts.store.Release(done.lim)
+		parts := limitsOf(&rules[i])
+		for _, r := range parts {
+			r.head, r.parts = parts[0], parts
+			r.compileParts()
+			r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
+			lim, err := l.opts.store.Bind(r.spec)
+			if err != nil {
+				for _, done := range set.rules {
+					l.opts.store.Release(done.lim)
+				}
+				if r.limitOf != "" {
+					return nil, fmt.Errorf("httplimit: binding limit %q of rule %q: %w", r.Name, r.limitOf, err)
+				}
+				return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
 			}
-			return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
+			r.lim = lim
+			if _, ok := lim.(*engine.Engine); !ok {
+				set.borrow = false
+			}
+			if r.counters = l.counters[r.Name]; r.counters == nil {
+				r.counters = &ruleCounters{}
+				l.counters[r.Name] = r.counters
+			}
+			set.rules = append(set.rules, r)
 		}
-		r.lim = lim
-		if _, ok := lim.(*engine.Engine); !ok {
-			set.borrow = false
-		}
-		if r.counters = l.counters[r.Name]; r.counters == nil {
-			r.counters = &ruleCounters{}
-			l.counters[r.Name] = r.counters
-		}
-		set.rules = append(set.rules, r)
-		g := groupOf(r.LimitKeys)
+		g := groupOf(rules[i].LimitKeys)
 		gi, ok := groupIndex[g]
 		if !ok {
 			gi = len(set.groups)
 			groupIndex[g] = gi
 			set.groups = append(set.groups, nil)
 		}
-		set.groups[gi] = append(set.groups[gi], r)
+		set.groups[gi] = append(set.groups[gi], parts[0])
 	}
 	// Every rule is bound, and Bind accepted every limit a Retuner must
 	// take: SetAt cannot fail from here on. It changes the buckets of an ID
@@ -395,7 +429,7 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			continue
 		}
 		if err := rt.SetAt(now, r.spec.Limit, r.spec.Burst); err != nil {
-			return nil, fmt.Errorf("httplimit: the store bound rule %q to a limiter that refuses its limit: %w", r.Name, err)
+			return nil, fmt.Errorf("httplimit: the store bound %q to a limiter that refuses its limit: %w", r.Name, err)
 		}
 	}
 	return set, nil
@@ -416,15 +450,11 @@ func Validate(rules []Rule, opts Options) error {
 // checkRules validates a copy of in under o and returns it, defaults
 // filled in.
 func checkRules(in []Rule, o *options) ([]Rule, error) {
-	rules := make([]Rule, len(in))
-	for i, r := range in {
-		rules[i] = r
-		rules[i].LimitKeys = slices.Clone(r.LimitKeys)
-		m := make(map[string][]string, len(r.Match))
-		for k, v := range r.Match {
-			m[k] = slices.Clone(v)
+	rules := cloneRules(in)
+	for i := range rules {
+		if rules[i].Match == nil {
+			rules[i].Match = map[string][]string{}
 		}
-		rules[i].Match = m
 	}
 	var p problems
 	validate(rules, &p)
@@ -433,6 +463,29 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	validateMethods(rules, &p)
 	validateHosts(rules, &p)
 	return rules, p.err()
+}
+
+// limitsOf returns the limits a validated rule is decided by: the rule
+// itself, or one per Limit, each named after its limit.
+func limitsOf(r *Rule) []*rule {
+	if len(r.Limits) == 0 {
+		return []*rule{{Rule: *r}}
+	}
+	parts := make([]*rule, len(r.Limits))
+	for j, lm := range r.Limits {
+		u := &rule{Rule: *r, limitOf: r.Name}
+		u.Name, u.Rate, u.Burst, u.rateField, u.Limits = lm.Name, lm.Rate, lm.Burst, lm.rateField, nil
+		parts[j] = u
+	}
+	return parts
+}
+
+// ruleName is the name of the rule r belongs to.
+func (r *rule) ruleName() string {
+	if r.limitOf != "" {
+		return r.limitOf
+	}
+	return r.Name
 }
 
 // compileParts parses a validated rule's keys, matches and cost.
@@ -468,12 +521,14 @@ func (r *rule) compileParts() {
 	r.open = r.FailMode == failOpen
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))
-	r.denial = newDenialBody(r.Name, r.Rate, r.Burst)
+	r.denial = newDenialBody(r.Name, r.limitOf, r.Rate, r.Burst)
 }
 
-// limitID names a rule's buckets (engine.Spec.ID): its name and a hash of
-// its limit_keys. The rate and burst stay out: a store keeps the buckets of
-// an ID across a change of them, retuned in place or apart (engine.Store).
+// limitID names a rule's buckets (engine.Spec.ID): its name (a limit's, for
+// a rule with several) and a hash of its limit_keys. The rate and burst
+// stay out: a store keeps the buckets of an ID across a change of them,
+// retuned in place or apart (engine.Store). So does a rule that becomes a
+// limit of the same name on the same keys.
 func limitID(r *Rule) string {
 	h := sha256.New()
 	g := groupOf(r.LimitKeys)

@@ -114,7 +114,9 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 				d.bad("algorithm", `must be "token_bucket", got %s`, quote(s))
 			}
 		case "algorithm_config":
-			d.config(m.value, r)
+			d.config(m.value, r, member(v, "limits") != nil)
+		case "limits":
+			r.Limits = d.limits(m.value)
 		case "match":
 			r.Match = d.match(m.value)
 		case "mode":
@@ -124,7 +126,7 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 		case "insecure_unverified_jwt":
 			r.InsecureUnverifiedJWT = d.boolean("insecure_unverified_jwt", m.value)
 		default:
-			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, match, mode, fail_mode, insecure_unverified_jwt")
+			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, limits, match, mode, fail_mode, insecure_unverified_jwt")
 		}
 	}
 	if member(v, "name") == nil {
@@ -133,14 +135,16 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 	if member(v, "limit_keys") == nil {
 		d.bad("limit_keys", "required: a non-empty list such as [\"ip:address\"]")
 	}
-	if member(v, "algorithm_config") == nil {
-		d.bad("algorithm_config", "required: an object with tokens_per_second (or rps) and burst")
+	if member(v, "algorithm_config") == nil && member(v, "limits") == nil {
+		d.bad("algorithm_config", "required: an object with tokens_per_second (or rps) and burst, unless the rule has limits")
 		d.reported[[2]string{itoa(d.index), "algorithm_config.tokens_per_second"}] = true
 		d.reported[[2]string{itoa(d.index), "algorithm_config.burst"}] = true
 	}
 }
 
-func (d *ruleDecoder) config(v *jvalue, r *Rule) {
+// config reads algorithm_config; with limits, the rate and burst are
+// the limits' and not required here.
+func (d *ruleDecoder) config(v *jvalue, r *Rule, limits bool) {
 	const pre = "algorithm_config."
 	if v.kind != jObject {
 		d.bad("algorithm_config", "must be an object, got %v", v.kind)
@@ -149,11 +153,23 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule) {
 		return
 	}
 	tps, rps := member(v, "tokens_per_second"), member(v, "rps")
+	if limits {
+		// Even a 0, which the Rule could not tell from an absent field.
+		for _, f := range []struct {
+			name string
+			v    *jvalue
+			what string
+		}{{"tokens_per_second", tps, "rate"}, {"rps", rps, "rate"}, {"burst", member(v, "burst"), "burst"}} {
+			if f.v != nil {
+				d.bad(pre+f.name, "a rule with limits gives the %s in each of them, not beside them", f.what)
+			}
+		}
+	}
 	switch {
 	case tps != nil && rps != nil:
 		d.bad(pre+"rps", "give tokens_per_second or its alias rps, not both")
 		d.reported[[2]string{itoa(d.index), pre + "tokens_per_second"}] = true
-	case tps == nil && rps == nil:
+	case tps == nil && rps == nil && !limits:
 		d.bad(pre+"tokens_per_second", "required: the refill rate in tokens per second (or its alias rps)")
 	case rps != nil:
 		r.rateField = "rps"
@@ -183,9 +199,70 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule) {
 			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost, min_cost, max_cost, cost_out_of_range")
 		}
 	}
-	if member(v, "burst") == nil {
+	if member(v, "burst") == nil && !limits {
 		d.bad(pre+"burst", "required: the bucket capacity in tokens, at least the rate")
 	}
+}
+
+// limits reads a rule's limits: a list of objects, each a name and a
+// token bucket.
+func (d *ruleDecoder) limits(v *jvalue) []Limit {
+	if v.kind != jArray {
+		d.bad("limits", "must be a list of limits, got %v", v.kind)
+		return nil
+	}
+	if len(v.items) == 0 {
+		d.bad("limits", "must hold at least one limit; leave it out for a rule with one")
+		return nil
+	}
+	out := make([]Limit, len(v.items))
+	for j, item := range v.items {
+		pre := "limits[" + itoa(j) + "]."
+		lm := &out[j]
+		if item.kind != jObject {
+			d.bad("limits["+itoa(j)+"]", "a limit must be an object, got %v", item.kind)
+			for _, f := range []string{"name", "tokens_per_second", "burst"} {
+				d.reported[[2]string{itoa(d.index), pre + f}] = true
+			}
+			continue
+		}
+		tps, rps := member(item, "tokens_per_second"), member(item, "rps")
+		switch {
+		case tps != nil && rps != nil:
+			d.bad(pre+"rps", "give tokens_per_second or its alias rps, not both")
+			d.reported[[2]string{itoa(d.index), pre + "tokens_per_second"}] = true
+		case tps == nil && rps == nil:
+			d.bad(pre+"tokens_per_second", "required: the refill rate in tokens per second (or its alias rps)")
+		case rps != nil:
+			lm.rateField = "rps"
+		}
+		for _, m := range item.members {
+			field := pre + m.name
+			switch m.name {
+			case "name":
+				lm.Name = d.str(field, m.value)
+			case "algorithm":
+				if s := d.str(field, m.value); s != "token_bucket" && m.value.kind == jString {
+					d.bad(field, `must be "token_bucket", got %s`, quote(s))
+				}
+			case "tokens_per_second", "rps":
+				if tps == nil || m.name == "tokens_per_second" {
+					lm.Rate = d.num(field, m.value)
+				}
+			case "burst":
+				lm.Burst = d.num(field, m.value)
+			default:
+				d.bad(field, "unknown field; a limit has name, algorithm, tokens_per_second (or rps), burst")
+			}
+		}
+		if member(item, "name") == nil {
+			d.bad(pre+"name", "required: a non-empty string, unique among rules and limits")
+		}
+		if member(item, "burst") == nil {
+			d.bad(pre+"burst", "required: the bucket capacity in tokens, at least the rate")
+		}
+	}
+	return out
 }
 
 func (d *ruleDecoder) match(v *jvalue) map[string][]string {

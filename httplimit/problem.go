@@ -47,7 +47,11 @@ func (res *Result) Problem() *Problem {
 	}
 	p := &Problem{Type: QuotaExceededType, Title: "Too Many Requests", Status: res.Status,
 		ViolatedPolicies: []string{res.DeniedBy}, Reason: res.Reason}
-	limit := fmt.Sprintf("Rule %q allows %s per second with bursts of %s", res.DeniedBy, tokens(denier.Rate), num(denier.Burst))
+	who := fmt.Sprintf("Rule %q", res.DeniedBy)
+	if denier.Rule != "" {
+		who = fmt.Sprintf("Limit %q of rule %q", res.DeniedBy, denier.Rule)
+	}
+	limit := fmt.Sprintf("%s allows %s per second with bursts of %s", who, tokens(denier.Rate), num(denier.Burst))
 	if res.Reason == ReasonCostExceedsBurst {
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
 	} else {
@@ -129,23 +133,24 @@ const maxPooledBody = 4 << 10
 // with its Retry-After cut out: the document is the same for every denial
 // by the rule but for that number, in its detail.
 type denialBody struct {
-	// name, rate and burst are the rule's, which the parts spell out: a
-	// Policy whose fields differ (changed by a caller) is written by
+	// name, rule, rate and burst are the limit's, which the parts spell
+	// out: a Policy whose fields differ (changed by a caller) is written by
 	// writeProblemSlow.
-	name        string
+	name, rule  string
 	rate, burst float64
 	// head is the body up to the number, tail after it, newline included.
 	head, tail string
 }
 
-// newDenialBody returns the parts of the denial body of a rule, nil if
+// newDenialBody returns the parts of the denial body of a limit (of rule,
+// for one of a rule's several; else ""), nil if
 // they cannot be made. They are cut from what writeProblemSlow writes,
 // and checked against it, so that they encode the name exactly as
 // encoding/json does (its escapes of ", \, <, > and & among them).
-func newDenialBody(name string, rate, burst float64) *denialBody {
+func newDenialBody(name, rule string, rate, burst float64) *denialBody {
 	body := func(retry int64) []byte {
 		res := Result{Status: http.StatusTooManyRequests, Reason: ReasonExceeded, DeniedBy: name, RetryAfter: retry,
-			Policies: []Policy{{Name: name, Mode: ModeEnforce, Rate: rate, Burst: burst}}}
+			Policies: []Policy{{Name: name, Rule: rule, Mode: ModeEnforce, Rate: rate, Burst: burst}}}
 		b, _ := json.Marshal(res.Problem())
 		return append(b, '\n')
 	}
@@ -161,7 +166,7 @@ func newDenialBody(name string, rate, burst float64) *denialBody {
 	if i == len(zero) {
 		return nil
 	}
-	d := &denialBody{name: name, rate: rate, burst: burst, head: string(zero[:i]), tail: string(zero[i+1:])}
+	d := &denialBody{name: name, rule: rule, rate: rate, burst: burst, head: string(zero[:i]), tail: string(zero[i+1:])}
 	for _, n := range []int64{0, 1, -7, 1234567890123} {
 		if !bytes.Equal(d.append(nil, n), body(n)) {
 			return nil
@@ -188,7 +193,7 @@ func (res *Result) denialBody() *denialBody {
 		return nil
 	}
 	d := denier.denial
-	if d == nil || d.name != denier.Name || math.Float64bits(d.rate) != math.Float64bits(denier.Rate) ||
+	if d == nil || d.name != denier.Name || d.rule != denier.Rule || math.Float64bits(d.rate) != math.Float64bits(denier.Rate) ||
 		math.Float64bits(d.burst) != math.Float64bits(denier.Burst) {
 		return nil
 	}

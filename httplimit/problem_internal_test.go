@@ -12,10 +12,16 @@ import (
 // checkedPolicy is the Policy Check makes for an enforce or shadow rule,
 // with its precomputed fields, and the state of a denial.
 func checkedPolicy(t testing.TB, name, mode string, rate, burst float64) Policy {
+	return checkedLimitPolicy(t, name, "", mode, rate, burst)
+}
+
+// checkedLimitPolicy is checkedPolicy for a limit of rule (or a rule with
+// one limit, for "").
+func checkedLimitPolicy(t testing.TB, name, rule, mode string, rate, burst float64) Policy {
 	t.Helper()
 	quoted := sfString(name)
-	p := Policy{Name: name, Mode: mode, Key: "k", Rate: rate, Burst: burst, Cost: 1, Remaining: 0.5, RetryIn: 2, FullIn: 3,
-		Quota: quota(burst), Window: window(rate, burst), quoted: quoted, denial: newDenialBody(name, rate, burst)}
+	p := Policy{Name: name, Rule: rule, Mode: mode, Key: "k", Rate: rate, Burst: burst, Cost: 1, Remaining: 0.5, RetryIn: 2, FullIn: 3,
+		Quota: quota(burst), Window: window(rate, burst), quoted: quoted, denial: newDenialBody(name, rule, rate, burst)}
 	p.policy = policyItem(quoted, p.Quota, p.Window)
 	if p.denial == nil {
 		t.Fatalf("no denial body for rule %q rate %v burst %v", name, rate, burst)
@@ -74,6 +80,8 @@ func TestWriteProblemMatchesSlow(t *testing.T) {
 				// A caller's copy of the rule before Check's: the last
 				// one of the name is the denier.
 				{{Name: name, Mode: ModeEnforce, Rate: 7, Burst: 9}, denier},
+				// A limit of a rule with several, named as either.
+				{checkedLimitPolicy(t, "day", name, ModeEnforce, 1, 100), checkedLimitPolicy(t, name, name, ModeEnforce, lim[0], lim[1])},
 			}
 			for _, policies := range layouts {
 				for _, retry := range retries {
@@ -114,8 +122,9 @@ func TestWriteProblemSlowCases(t *testing.T) {
 		"shadow denier":     deny(http.StatusTooManyRequests, ReasonExceeded, changed(func(p *Policy) { p.Mode = ModeShadow })),
 		"rate changed":      deny(http.StatusTooManyRequests, ReasonExceeded, changed(func(p *Policy) { p.Rate = 3 })),
 		"burst changed":     deny(http.StatusTooManyRequests, ReasonExceeded, changed(func(p *Policy) { p.Burst = 3 })),
+		"rule changed":      deny(http.StatusTooManyRequests, ReasonExceeded, changed(func(p *Policy) { p.Rule = "api" })),
 		"zero sign changed": deny(http.StatusTooManyRequests, ReasonExceeded, changed(func(p *Policy) {
-			p.denial = newDenialBody("per-ip", 0, 2)
+			p.denial = newDenialBody("per-ip", "", 0, 2)
 			p.Rate = math.Copysign(0, -1)
 		})),
 	} {
@@ -167,7 +176,7 @@ func FuzzWriteProblem(f *testing.F) {
 	f.Add("🚀 %d", 5e-324, math.MaxFloat64, int64(123456), uint8(HeadersX))
 	f.Fuzz(func(t *testing.T, name string, rate, burst float64, retry int64, set uint8) {
 		p := Policy{Name: name, Mode: ModeEnforce, Rate: rate, Burst: burst, RetryIn: retry, Quota: 1, Window: 1,
-			denial: newDenialBody(name, rate, burst)}
+			denial: newDenialBody(name, "", rate, burst)}
 		if p.denial == nil {
 			t.Fatalf("no denial body for rule %q rate %v burst %v", name, rate, burst)
 		}

@@ -9,7 +9,8 @@ import (
 )
 
 // The rules file on the README's front page is valid, and holds the two
-// rules its text describes: one keyed by API key, one by client address.
+// rules its text describes: one keyed by API key, with a limit a second
+// and one a day, and one by client address.
 func TestReadmeRules(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -24,7 +25,8 @@ func TestReadmeRules(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the README's rules: %v", err)
 	}
-	if len(rules) != 2 || rules[0].LimitKeys[0] != "header:x-api-key" || rules[1].LimitKeys[0] != "ip:address" {
+	if len(rules) != 2 || rules[0].LimitKeys[0] != "header:x-api-key" || rules[1].LimitKeys[0] != "ip:address" ||
+		len(rules[0].Limits) != 2 || rules[0].Limits[1].Name != "free-day" {
 		t.Fatalf("the README's rules: %+v", rules)
 	}
 	m, err := httplimit.New(rules, httplimit.Options{})

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"cmp"
 	"math"
 	"net/textproto"
 	"slices"
@@ -24,10 +25,15 @@ type Rule struct {
 	LimitKeys []string
 	// Rate is the refill rate in tokens per second (tokens_per_second, or
 	// its alias rps): from 1/31622400 (one token per 366 days) to 1e9.
+	// 0 with Limits.
 	Rate float64
 	// Burst is the bucket capacity in tokens: at least Rate, at most 1e9, a
-	// multiple of 0.001.
+	// multiple of 0.001. 0 with Limits.
 	Burst float64
+	// Limits are several limits on the rule's key, decided together: a
+	// request takes its cost from every one of them or from none. With
+	// Limits, Rate and Burst are 0; at most 8 (maxLimits).
+	Limits []Limit
 	// CostSource is "fixed" (the default), "header:<name>" or
 	// "query:<name>".
 	CostSource string
@@ -73,6 +79,24 @@ type Rule struct {
 }
 
 const maxNameLen = 64
+
+// Limit is one of the limits of a rule that has several (Rule.Limits): a
+// token bucket on the rule's key. Its name, not the rule's, is what the
+// RateLimit fields, a denial and the metrics call it.
+type Limit struct {
+	// Name identifies the limit, as Rule.Name a rule: required, printable
+	// ASCII, at most 64 bytes, unique among the names of every rule and
+	// limit.
+	Name string
+	// Rate and Burst are as Rule's.
+	Rate, Burst float64
+
+	// rateField is the JSON spelling the rate came with, for messages.
+	rateField string
+}
+
+// maxLimits is the most limits one rule can have.
+const maxLimits = 8
 
 // The modes of a rule, and of a Policy.
 const (
@@ -186,17 +210,31 @@ func validate(rules []Rule, p *problems) {
 // duplicate names and rules that can never apply. Rules without a name, or
 // without valid limit_keys, take no part.
 func validateAcross(rules []Rule, p *problems) {
-	names := map[string]int{}
+	// Rules and limits share one namespace: each name is a RateLimit
+	// item, a metrics label and a store's bucket ID.
+	type owner struct{ rule, limit int }
+	names := map[string]owner{}
+	where := func(o owner) string {
+		if o.limit < 0 {
+			return "rules[" + itoa(o.rule) + "]"
+		}
+		return "rules[" + itoa(o.rule) + "].limits[" + itoa(o.limit) + "]"
+	}
+	claim := func(name string, o owner, field string) {
+		if name == "" {
+			return
+		}
+		if prev, dup := names[name]; dup {
+			p.add(rules[o.rule].Name, o.rule, field, "duplicate name: %s has it too", where(prev))
+			return
+		}
+		names[name] = o
+	}
 	for i := range rules {
-		r := &rules[i]
-		if r.Name == "" {
-			continue
+		claim(rules[i].Name, owner{i, -1}, "name")
+		for j := range rules[i].Limits {
+			claim(rules[i].Limits[j].Name, owner{i, j}, "limits["+itoa(j)+"].name")
 		}
-		if j, dup := names[r.Name]; dup {
-			p.add(r.Name, i, "name", "duplicate name: rules[%d] has it too", j)
-			continue
-		}
-		names[r.Name] = i
 	}
 	validateGroups(rules, p)
 }
@@ -205,9 +243,9 @@ func validateRule(r *Rule, i int, p *problems) {
 	bad := func(field, format string, args ...any) { p.add(r.Name, i, field, format, args...) }
 	validateName(r.Name, bad)
 	validateLimitKeys(r.LimitKeys, bad)
-	burstOK := validateLimit(r, bad)
+	costCap, capOK := validateLimits(r, bad)
 	validateCostSource(r, bad)
-	validateCosts(r, burstOK, bad)
+	validateCosts(r, costCap, capOK, bad)
 	validateMatch(r.Match, bad)
 	oneOf(&r.Mode, "mode", bad, ModeEnforce, ModeShadow)
 	oneOf(&r.FailMode, "fail_mode", bad, failFallback, failOpen, failClosed)
@@ -244,29 +282,57 @@ func validateLimitKeys(keys []string, bad badFunc) {
 	}
 }
 
-// validateLimit checks the rate and burst against the engine's domain, with
-// the rules' names for its fields, and reports whether the burst is valid.
-func validateLimit(r *Rule, bad badFunc) (burstOK bool) {
-	rf := r.rateField
-	if rf == "" {
-		rf = "tokens_per_second"
+// validateLimits checks the rule's limit, or each of its Limits, and
+// returns the largest cost every limit can pass (the smallest burst), and
+// whether every burst is valid, so that it means something.
+func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
+	if len(r.Limits) == 0 {
+		return r.Burst, validateLimit(r.Rate, r.Burst, r.rateField, "algorithm_config.", bad)
 	}
-	rf = "algorithm_config." + rf
-	rateOK, burstOK := true, true
-	for _, le := range engine.LimitErrors(engine.CheckLimit(engine.Limit(r.Rate), r.Burst)) {
+	if r.Rate != 0 || r.rateField != "" {
+		bad("algorithm_config."+cmp.Or(r.rateField, "tokens_per_second"), "a rule with limits gives the rate in each of them, not beside them")
+	}
+	if r.Burst != 0 {
+		bad("algorithm_config.burst", "a rule with limits gives the burst in each of them, not beside them")
+	}
+	if len(r.Limits) > maxLimits {
+		bad("limits", "must hold at most %d limits, got %d", maxLimits, len(r.Limits))
+	}
+	ok = true
+	costCap = math.Inf(1)
+	for j := range r.Limits {
+		lm := &r.Limits[j]
+		pre := "limits[" + itoa(j) + "]."
+		validateName(lm.Name, func(field, format string, args ...any) { bad(pre+field, format, args...) })
+		if !validateLimit(lm.Rate, lm.Burst, lm.rateField, pre, bad) {
+			ok = false
+		}
+		costCap = min(costCap, lm.Burst)
+	}
+	return costCap, ok
+}
+
+// validateLimit checks a rate and burst against the engine's domain, with
+// the rules' names for their fields (after prefix), and reports whether
+// the burst is valid.
+func validateLimit(rate, burst float64, rateField, prefix string, bad badFunc) (burstOK bool) {
+	rf := prefix + cmp.Or(rateField, "tokens_per_second")
+	rateOK := true
+	burstOK = true
+	for _, le := range engine.LimitErrors(engine.CheckLimit(engine.Limit(rate), burst)) {
 		switch le.Field {
 		case "Limit":
 			rateOK = false
 			bad(rf, "must %s, got %s", le.Must, le.Got)
 		case "Burst":
 			burstOK = false
-			bad("algorithm_config.burst", "must %s, got %s", le.Must, le.Got)
+			bad(prefix+"burst", "must %s, got %s", le.Must, le.Got)
 		default:
-			bad("algorithm_config.burst", "burst/rate must %s, got %s", le.Must, le.Got)
+			bad(prefix+"burst", "burst/rate must %s, got %s", le.Must, le.Got)
 		}
 	}
-	if rateOK && burstOK && r.Burst < r.Rate {
-		bad("algorithm_config.burst", "must be at least the rate (%v), got %v", r.Rate, r.Burst)
+	if rateOK && burstOK && burst < rate {
+		bad(prefix+"burst", "must be at least the rate (%v), got %v", rate, burst)
 	}
 	return burstOK
 }
@@ -313,7 +379,9 @@ func validateMatch(match map[string][]string, bad badFunc) {
 
 // validateCosts checks the cost fields and fills their defaults: 1 for
 // fixed_cost and default_cost, default_cost for min_cost.
-func validateCosts(r *Rule, burstOK bool, bad badFunc) {
+// Every cost must be at most costCap, the smallest burst of the rule's
+// limits, when capOK.
+func validateCosts(r *Rule, costCap float64, capOK bool, bad badFunc) {
 	const pre = "algorithm_config."
 	// check reports whether v is a cost the limiter can charge as written.
 	check := func(field string, v float64) bool {
@@ -325,8 +393,12 @@ func validateCosts(r *Rule, burstOK bool, bad badFunc) {
 			bad(pre+field, "must be at least 0.001 tokens, the smallest cost the limiter charges, got %v", v)
 		case !exact:
 			bad(pre+field, "must be a multiple of 0.001 tokens, got %v", v)
-		case burstOK && v > r.Burst:
-			bad(pre+field, "must be at most the burst (%v), or no request could ever pass; got %v", r.Burst, v)
+		case capOK && v > costCap:
+			what := "the burst"
+			if len(r.Limits) > 0 {
+				what = "the smallest burst of the limits"
+			}
+			bad(pre+field, "must be at most %s (%v), or no request could ever pass; got %v", what, costCap, v)
 		default:
 			return true
 		}

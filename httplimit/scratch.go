@@ -17,9 +17,10 @@ type scratch struct {
 	policies [maxTakes]Policy
 	takes    [maxTakes]engine.Take
 	out      [maxTakes]engine.Decision
-	// shadowTake and shadowOut are a shadow rule's take, made on its own.
-	shadowTake [1]engine.Take
-	shadowOut  [1]engine.Decision
+	// shadowTake and shadowOut are a shadow rule's takes, one per limit,
+	// made on their own.
+	shadowTake [maxLimits]engine.Take
+	shadowOut  [maxLimits]engine.Decision
 	// buf is only appended to during a decision, so that the strings a
 	// decision borrowed from it (borrowed) keep their bytes until the
 	// scratch is put back.
@@ -42,7 +43,7 @@ func putScratch(sc *scratch) {
 	// Not to keep the request's strings and the Limiters alive in the pool.
 	clear(sc.policies[:])
 	clear(sc.takes[:])
-	sc.shadowTake[0] = engine.Take{}
+	clear(sc.shadowTake[:])
 	if cap(sc.buf) > maxScratchBytes {
 		sc.buf = nil
 	}

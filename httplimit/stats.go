@@ -26,9 +26,14 @@ func (c *ruleCounters) allow(p *Policy) {
 	}
 }
 
-// RuleStats is a snapshot of one rule's counters.
+// RuleStats is a snapshot of one rule's counters: of one limit, for a
+// rule with several.
 type RuleStats struct {
+	// Name is the rule's, or the limit's.
 	Name string
+	// Rule is the name of the rule a limit belongs to; empty for a rule
+	// with one limit.
+	Rule string
 	// Mode is "enforce" or "shadow".
 	Mode string
 	// Allowed counts requests the rule passed (a shadow rule: would have).
@@ -68,7 +73,7 @@ func (l *Middleware) Stats() []RuleStats {
 	out := make([]RuleStats, len(set.rules))
 	for i, r := range set.rules {
 		c := r.counters
-		s := RuleStats{Name: r.Name, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
+		s := RuleStats{Name: r.Name, Rule: r.limitOf, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(),
 			Fallback: c.fellBack.Load()}
 		if st, ok := r.lim.(statser); ok {
