@@ -56,6 +56,11 @@ type Take struct {
 	Limiter Limiter
 	Key     string
 	N       float64
+	// Calendar, for a take from a calendar quota (Quota), is the key's
+	// own calendar: where its periods begin, if not where the quota's do
+	// (a customer's billing day, in their time zone). nil: the quota's.
+	// Other limiters ignore it.
+	Calendar *Calendar
 }
 
 // TakerAt is implemented by limiters whose time the caller may give: the

@@ -85,32 +85,51 @@ func engineOf(tk *Take) *Engine {
 	return e
 }
 
-// checkTakes refuses the calls of TakeAll that are programming errors.
-func checkTakes(takes []Take, out []Decision) error {
+// checkTakes refuses the calls of TakeAll that are programming errors, and
+// reports whether a take names a Quota.
+func checkTakes(takes []Take, out []Decision) (quotas bool, err error) {
 	if len(out) < len(takes) {
-		return fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+		return false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
 	}
 	for i := range takes {
-		switch e, ok := takes[i].Limiter.(*Engine); {
-		case takes[i].Limiter == nil || ok && e == nil:
-			return fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
-		case !ok:
-			return fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine", ErrForeignTake, i, takes[i].Limiter)
+		switch l := takes[i].Limiter.(type) {
+		case *Engine:
+			if l == nil {
+				return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+			}
+		case *Quota:
+			if l == nil {
+				return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+			}
+			quotas = true
+		case nil:
+			return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+		default:
+			return false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine or *engine.Quota", ErrForeignTake, i, takes[i].Limiter)
 		}
 	}
-	return nil
+	return quotas, nil
 }
 
 func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
-	if err := checkTakes(takes, out); err != nil {
+	quotas, err := checkTakes(takes, out)
+	if err != nil {
 		return -1, err
 	}
+	if quotas {
+		return takeWithQuotas(t, explicit, takes, out)
+	}
+	return takeEngines(t, explicit, takes, out), nil
+}
+
+// takeEngines is takeAll of takes that all name Engines, checked.
+func takeEngines(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
 		e := engineOf(&takes[i])
 		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity() {
 			fillDenied(t, explicit, takes, out, nil, i, false)
-			return i, nil
+			return i
 		}
 	}
 	var stack [heldOnStack]held
@@ -129,14 +148,14 @@ func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, err
 				e.denied.add()
 			}
 			fillDenied(t, explicit, takes, out, hs, i, true)
-			return i, nil
+			return i
 		}
 		hs = append(hs, h)
 	}
 	for i := range takes {
 		engineOf(&takes[i]).allowed.add()
 	}
-	return -1, nil
+	return -1
 }
 
 // fillDenied completes a denial at index k: it gives back the takes in hs

@@ -23,7 +23,7 @@ func newTiers(t *testing.T, user, tenant, global float64) tiers {
 }
 
 func (tr tiers) takes(user, tenant string, n float64) []engine.Take {
-	return []engine.Take{{tr.user, user, n}, {tr.tenant, tenant, n}, {tr.global, "", n}}
+	return []engine.Take{{Limiter: tr.user, Key: user, N: n}, {Limiter: tr.tenant, Key: tenant, N: n}, {Limiter: tr.global, Key: "", N: n}}
 }
 
 func (tr tiers) tokens(at time.Time, user, tenant string) [3]float64 {
@@ -122,7 +122,7 @@ func TestTakeAllRetryAfterPerTake(t *testing.T) {
 	a.AllowAt(t0, "k", 4)
 	c.AllowAt(t0, "k", 4)
 	out := make([]engine.Decision, 3)
-	takes := []engine.Take{{b, "k", 3}, {a, "k", 3}, {c, "k", 3}}
+	takes := []engine.Take{{Limiter: b, Key: "k", N: 3}, {Limiter: a, Key: "k", N: 3}, {Limiter: c, Key: "k", N: 3}}
 	if got := takeAllAt(t0, takes, out); got != 1 {
 		t.Fatalf("TakeAllAt = %d, want 1", got)
 	}
@@ -160,18 +160,18 @@ func TestTakeAllEdges(t *testing.T) {
 	e := newEngine(t, engine.Config{Limit: 1, Burst: 2, SweepInterval: -1})
 	out := make([]engine.Decision, 3)
 	// The same bucket twice: both parts are taken, or given back together.
-	if got := takeAllAt(t0, []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != -1 {
+	if got := takeAllAt(t0, []engine.Take{{Limiter: e, Key: "k", N: 1}, {Limiter: e, Key: "k", N: 1}}, out); got != -1 {
 		t.Fatalf("two takes of 1 from a burst of 2: %d, want -1", got)
 	}
 	e.AllowAt(at(time.Second), "k", 0) // refill one token
-	if got := takeAllAt(at(time.Second), []engine.Take{{e, "k", 1}, {e, "k", 1}}, out); got != 1 {
+	if got := takeAllAt(at(time.Second), []engine.Take{{Limiter: e, Key: "k", N: 1}, {Limiter: e, Key: "k", N: 1}}, out); got != 1 {
 		t.Fatalf("two takes of 1 from one token: %d, want 1", got)
 	}
 	if got := e.TokensAt(at(time.Second), "k"); got != 1 {
 		t.Errorf("tokens after the denied pair = %v, want 1", got)
 	}
 	// A peek part takes nothing and creates no bucket.
-	if got := takeAllAt(t0, []engine.Take{{e, "peek", 0}}, out); got != -1 || e.Len() != 1 {
+	if got := takeAllAt(t0, []engine.Take{{Limiter: e, Key: "peek", N: 0}}, out); got != -1 || e.Len() != 1 {
 		t.Errorf("peek: %d with %d buckets, want -1 and 1", got, e.Len())
 	}
 	// More takes than TakeAll tracks on its stack.
@@ -202,10 +202,10 @@ func TestTakeAllMisuseIsAnError(t *testing.T) {
 		out   []engine.Decision
 		want  error
 	}{
-		{"short out", []engine.Take{{e, "a", 1}, {e, "b", 1}}, out[:1], engine.ErrShortOut},
-		{"nil limiter", []engine.Take{{e, "a", 1}, {nil, "b", 1}}, out, engine.ErrNilLimiter},
-		{"nil engine", []engine.Take{{e, "a", 1}, {nilEngine, "b", 1}}, out, engine.ErrNilLimiter},
-		{"foreign limiter", []engine.Take{{e, "a", 1}, {foreign{e}, "b", 1}}, out, engine.ErrForeignTake},
+		{"short out", []engine.Take{{Limiter: e, Key: "a", N: 1}, {Limiter: e, Key: "b", N: 1}}, out[:1], engine.ErrShortOut},
+		{"nil limiter", []engine.Take{{Limiter: e, Key: "a", N: 1}, {Limiter: nil, Key: "b", N: 1}}, out, engine.ErrNilLimiter},
+		{"nil engine", []engine.Take{{Limiter: e, Key: "a", N: 1}, {Limiter: nilEngine, Key: "b", N: 1}}, out, engine.ErrNilLimiter},
+		{"foreign limiter", []engine.Take{{Limiter: e, Key: "a", N: 1}, {Limiter: foreign{e}, Key: "b", N: 1}}, out, engine.ErrForeignTake},
 	} {
 		for _, at := range []bool{false, true} {
 			var err error
