@@ -15,10 +15,14 @@ const heldOnStack = 8
 // TakeAllAt takes takes[i].N tokens from every takes[i].Key's bucket at time
 // t, or from none. It fills out[i] for every take and returns the index of the
 // take that was denied, or -1 when all were taken. Every takes[i].Limiter must
-// be a non-nil *Engine (else ErrNilLimiter or ErrForeignTake) and out must
-// hold at least len(takes) decisions (else ErrShortOut); on an error nothing
-// is taken and out is untouched. The receiver only names the implementation
-// and may be any Engine, or nil.
+// be a non-nil *Engine or Multi of Engines (else ErrNilLimiter or
+// ErrForeignTake) and out must hold at least len(takes) decisions (else
+// ErrShortOut); on an error nothing is taken and out is untouched. The
+// receiver only names the implementation and may be any Engine, or nil.
+//
+// A take naming a Multi stands for a take of each of its parts on its key,
+// made in the parts' order where it stands; out[i] folds the parts'
+// Decisions into one (see Multi), and the denied index is the take's.
 //
 // When all are taken, out[i] is what AllowAt would have returned for take i.
 // When take k is denied, no out[i].Allowed is true and nothing is consumed
@@ -47,7 +51,8 @@ const heldOnStack = 8
 // callers on one clock the shortfall is at most the refill of the time the
 // call took. No bucket ever admits more than one whose takes were never made.
 //
-// TakeAllAt allocates nothing for up to 8 takes on keys that have buckets.
+// TakeAllAt allocates nothing for up to 8 takes, each Multi counted as its
+// parts, on keys that have buckets.
 func (e *Engine) TakeAllAt(t time.Time, takes []Take, out []Decision) (int, error) {
 	return takeAll(t, true, takes, out)
 }
@@ -85,32 +90,52 @@ func engineOf(tk *Take) *Engine {
 	return e
 }
 
-// checkTakes refuses the calls of TakeAll that are programming errors.
-func checkTakes(takes []Take, out []Decision) error {
+// checkTakes refuses the calls of TakeAll that are programming errors, and
+// reports whether a take names a Multi of Engines.
+func checkTakes(takes []Take, out []Decision) (multis bool, err error) {
 	if len(out) < len(takes) {
-		return fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+		return false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
 	}
 	for i := range takes {
-		switch e, ok := takes[i].Limiter.(*Engine); {
-		case takes[i].Limiter == nil || ok && e == nil:
-			return fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
-		case !ok:
-			return fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine", ErrForeignTake, i, takes[i].Limiter)
+		e, ok := takes[i].Limiter.(*Engine)
+		if ok && e != nil {
+			continue
+		}
+		m, isMulti := multiOf(takes[i].Limiter)
+		switch {
+		case takes[i].Limiter == nil || ok || isMulti && m == nil:
+			return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+		case isMulti && m.engines:
+			multis = true
+		case isMulti:
+			return false, fmt.Errorf("%w: takes[%d] is a Multi of %T, not of *engine.Engine", ErrForeignTake, i, m.parts[0])
+		default:
+			return false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine", ErrForeignTake, i, takes[i].Limiter)
 		}
 	}
-	return nil
+	return multis, nil
 }
 
 func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
-	if err := checkTakes(takes, out); err != nil {
+	multis, err := checkTakes(takes, out)
+	if err != nil {
 		return -1, err
 	}
+	if multis {
+		return takeExpanded(t, explicit, takes, out), nil
+	}
+	return takeEngines(t, explicit, takes, out), nil
+}
+
+// takeEngines is TakeAllAt of takes that checkTakes accepted, each on an
+// *Engine.
+func takeEngines(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
 		e := engineOf(&takes[i])
 		if cost, ok := fixedpoint.Quantize(takes[i].N); !ok || cost > e.current().layout.Capacity() {
 			fillDenied(t, explicit, takes, out, nil, i, false)
-			return i, nil
+			return i
 		}
 	}
 	var stack [heldOnStack]held
@@ -129,14 +154,14 @@ func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, err
 				e.denied.add()
 			}
 			fillDenied(t, explicit, takes, out, hs, i, true)
-			return i, nil
+			return i
 		}
 		hs = append(hs, h)
 	}
 	for i := range takes {
 		engineOf(&takes[i]).allowed.add()
 	}
-	return -1, nil
+	return -1
 }
 
 // fillDenied completes a denial at index k: it gives back the takes in hs
