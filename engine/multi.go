@@ -12,6 +12,10 @@ import (
 // decides a key with every part's state on the stack, allocating nothing.
 const MaxParts = 8
 
+// TakeAll holds the takes of a Multi's parts on the stack only up to
+// heldOnStack: the build fails if MaxParts outgrows it.
+var _ [heldOnStack - MaxParts]struct{}
+
 // expandOnStack is how many takes, every Multi counted as its parts, a
 // TakeAll expands without allocating.
 const expandOnStack = 2 * MaxParts
@@ -117,12 +121,12 @@ func newMulti(fn string, parts []Limiter) (*Multi, error) {
 			return nil, fmt.Errorf("%w: %s: parts[%d] is a %v, parts[%d] a %v: a Multi's parts must be limiters of one store",
 				ErrForeignTake, fn, from[j], ty, from[0], first)
 		}
-		// A limiter given twice would pay every take twice from one
-		// bucket. A value without == (a struct holding a slice) cannot
-		// be compared, nor given twice by mistake as a pointer can.
+		// A limiter given twice would take every cost twice from one
+		// bucket. Values without == (a struct holding a slice) are not
+		// compared: == would panic.
 		for k := range j {
 			if reflect.ValueOf(p).Comparable() && flat[k] == p {
-				return nil, fmt.Errorf("%w: %s: parts[%d] is parts[%d] again, which would pay every take twice", ErrInvalidConfig, fn, from[j], from[k])
+				return nil, fmt.Errorf("%w: %s: parts[%d] is parts[%d] again, whose buckets would pay every take twice", ErrInvalidConfig, fn, from[j], from[k])
 			}
 		}
 	}
@@ -287,7 +291,7 @@ func fold(ds []Decision) Decision {
 	return d
 }
 
-// parts is how many takes t stands for: a Multi's parts, else 1.
+// partsOf is how many takes t stands for: a Multi's parts, else 1.
 func partsOf(t *Take) int {
 	if m, _ := multiOf(t.Limiter); m != nil {
 		return len(m.parts)
