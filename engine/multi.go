@@ -36,8 +36,14 @@ const expandOnStack = 2 * MaxParts
 // that has buckets; a Multi of another store goes through its TakeAll,
 // with that store's costs and guarantees.
 //
+// Under concurrency the guarantee is Engine.TakeAllAt's (or the store's):
+// a caller may be denied for tokens that a denied take is about to give
+// back, and no part's bucket ever admits more than it would alone.
+//
 // A Multi owns its parts: Close closes them. It is not a Retuner: retune
-// the parts. It is safe for simultaneous use.
+// the parts. It is safe for simultaneous use. The methods that return an
+// error return one wrapping ErrNilLimiter on a nil Multi or MultiAt; the
+// others panic, as an Engine's do.
 type Multi struct {
 	// parts are the limits, none a Multi, 1 to MaxParts of them.
 	parts []Limiter
@@ -248,6 +254,39 @@ func (m *Multi) TakeAll(ctx context.Context, takes []Take, out []Decision) (int,
 		return takeAll(time.Time{}, false, takes, out)
 	}
 	return m.storeTakeAll(ctx, takes, out)
+}
+
+// Take is Multi.Take; on a nil m, an error wrapping ErrNilLimiter.
+func (m *MultiAt) Take(ctx context.Context, key string, n float64) (Decision, error) {
+	if m == nil {
+		return Decision{}, ErrNilLimiter
+	}
+	return m.Multi.Take(ctx, key, n)
+}
+
+// TakeParts is Multi.TakeParts; on a nil m, an error wrapping
+// ErrNilLimiter.
+func (m *MultiAt) TakeParts(ctx context.Context, key string, n float64, out []Decision) (denied int, err error) {
+	if m == nil {
+		return -1, ErrNilLimiter
+	}
+	return m.Multi.TakeParts(ctx, key, n, out)
+}
+
+// TakeAll is Multi.TakeAll; on a nil m, an error wrapping ErrNilLimiter.
+func (m *MultiAt) TakeAll(ctx context.Context, takes []Take, out []Decision) (int, error) {
+	if m == nil {
+		return -1, ErrNilLimiter
+	}
+	return m.Multi.TakeAll(ctx, takes, out)
+}
+
+// Close is Multi.Close; on a nil m, an error wrapping ErrNilLimiter.
+func (m *MultiAt) Close() error {
+	if m == nil {
+		return ErrNilLimiter
+	}
+	return m.Multi.Close()
 }
 
 // TakeAllAt is TakeAll at time t: Engine.TakeAllAt, which accepts Multis

@@ -334,9 +334,22 @@ func TestMultiParts(t *testing.T) {
 	if err := fm.Close(); err == nil || !strings.Contains(err.Error(), "x failed") || !strings.Contains(err.Error(), "y failed") || x.closed != 1 || y.closed != 1 {
 		t.Errorf("Close = %v, closed %d and %d; want both closed and both errors", err, x.closed, y.closed)
 	}
-	var nilMulti *engine.Multi
-	if _, err := nilMulti.Take(context.Background(), "k", 1); !errors.Is(err, engine.ErrNilLimiter) {
-		t.Errorf("Take on a nil Multi: %v", err)
+	ctx := context.Background()
+	for _, l := range []interface {
+		engine.Limiter
+		TakeParts(context.Context, string, float64, []engine.Decision) (int, error)
+	}{(*engine.Multi)(nil), (*engine.MultiAt)(nil)} {
+		_, err1 := l.Take(ctx, "k", 1)
+		_, err2 := l.TakeAll(ctx, nil, nil)
+		_, err3 := l.TakeParts(ctx, "k", 1, nil)
+		for i, err := range []error{err1, err2, err3, l.Close()} {
+			if !errors.Is(err, engine.ErrNilLimiter) {
+				t.Errorf("method %d on a nil %T: %v, want ErrNilLimiter", i, l, err)
+			}
+		}
+	}
+	if _, err := (*engine.MultiAt)(nil).TakeAllAt(t0, nil, nil); !errors.Is(err, engine.ErrNilLimiter) {
+		t.Errorf("TakeAllAt on a nil MultiAt: %v", err)
 	}
 }
 
