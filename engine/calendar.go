@@ -127,7 +127,7 @@ func (c Calendar) loc() *time.Location {
 }
 
 func (c Calendar) month() time.Month { return max(c.Month, time.January) }
-func (c Calendar) day() int           { return max(c.Day, 1) }
+func (c Calendar) day() int          { return max(c.Day, 1) }
 
 // Bounds returns the period that holds t: it began at start, at or before
 // t, and ends at end, after t, when the next begins. c must pass Check.

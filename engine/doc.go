@@ -78,7 +78,9 @@
 // TakeAll and TakeAllAt take tokens from several (Engine, key) pairs or from
 // none: per-user, per-tenant and global limits that must all pass. A denial
 // gives back what the call took and reports which take was denied; see
-// TakeAllAt for the exact guarantee under concurrency.
+// TakeAllAt for the exact guarantee under concurrency. All and AllEngines
+// make several limits on one key one Limiter, a Multi ("10 a second and
+// 10,000 a day per API key"), decided in one TakeAll.
 //
 // # One contract for every store
 //

@@ -219,3 +219,38 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMulti compares Take on a Multi of 1 to 3 engines with Take on
+// one Engine, through the Limiter interface on one live key whose limits
+// never bind: benchstat -col /limiter (at parts=1), or -col /parts.
+func BenchmarkMulti(b *testing.B) {
+	ctx := context.Background()
+	run := func(b *testing.B, l engine.Limiter) {
+		if d, err := l.Take(ctx, "user:12345678", 1); err != nil || !d.Allowed {
+			b.Fatalf("first take = %+v, %v", d, err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			sink, _ = l.Take(ctx, "user:12345678", 1)
+		}
+		if !sink.Allowed {
+			b.Fatalf("last take denied: %+v", sink)
+		}
+	}
+	b.Run("limiter=Engine/parts=1", func(b *testing.B) {
+		run(b, benchEngine(b, "allow"))
+	})
+	for _, n := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("limiter=Multi/parts=%d", n), func(b *testing.B) {
+			parts := make([]*engine.Engine, n)
+			for i := range parts {
+				parts[i] = benchEngine(b, "allow")
+			}
+			m, err := engine.AllEngines(parts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, m)
+		})
+	}
+}

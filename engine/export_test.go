@@ -8,6 +8,9 @@ import (
 	"github.com/faucetgo/faucet/internal/shard"
 )
 
+// Fold is the Decision of a Multi whose parts decided ds.
+var Fold = fold
+
 // Held is a take of TakeAll in flight, for tests that interleave other calls
 // between a take and its give-back.
 type Held = held

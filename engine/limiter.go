@@ -39,8 +39,9 @@ type Limiter interface {
 	// for no takes). The exact guarantee is Engine.TakeAllAt's; a remote
 	// store documents where its own differs. Every takes[i].Limiter must be
 	// one this limiter can decide together with itself (for the Engine, any
-	// Engine; for a remote store, its limiters on the same connection):
-	// otherwise the error wraps ErrForeignTake and nothing is taken.
+	// Engine or Multi of Engines; for a remote store, its limiters on the
+	// same connection): otherwise the error wraps ErrForeignTake and nothing
+	// is taken.
 	TakeAll(ctx context.Context, takes []Take, out []Decision) (denied int, err error)
 	// Limit is the refill rate in tokens per second.
 	Limit() Limit
@@ -127,8 +128,8 @@ func (e *Engine) Take(_ context.Context, key string, n float64) (Decision, error
 }
 
 // TakeAll is TakeAllAt with each engine's monotonic clock. Every take's
-// Limiter must be an *Engine; the receiver only names the implementation
-// and may be any Engine, or nil.
+// Limiter must be an *Engine or a Multi of Engines; the receiver only names
+// the implementation and may be any Engine, or nil.
 func (e *Engine) TakeAll(_ context.Context, takes []Take, out []Decision) (int, error) {
 	return takeAll(time.Time{}, false, takes, out)
 }

@@ -15,7 +15,7 @@ import (
 // A Quota's take given back returns its cost to the key's period, unless
 // that period ended in between (the next began with the whole quota): no
 // period ever admits more than if the take had never been made.
-func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
+func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	nanos := func(q *Quota) int64 {
 		if explicit {
 			return t.UnixNano()
@@ -32,7 +32,7 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) (i
 		}
 		if !ok {
 			quotaDenied(t, explicit, takes, out, nil, i, false)
-			return i, nil
+			return i
 		}
 	}
 	var heldBuf [heldOnStack]quotaHeldAt
@@ -49,7 +49,7 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) (i
 		if !d.Allowed {
 			q.denied.add()
 			quotaDenied(t, explicit, takes, out, holds, i, true)
-			return i, nil
+			return i
 		}
 		holds = append(holds, quotaHeldAt{i: i, held: h})
 	}
@@ -79,13 +79,13 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) (i
 				q.denied.add()
 				out[h.i] = q.give(h.held, nanos(q), BoundedKey(takes[h.i].Key), takes[h.i].Calendar)
 			}
-			return idx[denied], nil
+			return idx[denied]
 		}
 	}
 	for _, h := range holds {
 		takes[h.i].Limiter.(*Quota).allowed.add()
 	}
-	return -1, nil
+	return -1
 }
 
 // quotaHeldAt is a Quota's take held by takeWithQuotas: its index, and

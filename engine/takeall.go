@@ -15,10 +15,14 @@ const heldOnStack = 8
 // TakeAllAt takes takes[i].N tokens from every takes[i].Key's bucket at time
 // t, or from none. It fills out[i] for every take and returns the index of the
 // take that was denied, or -1 when all were taken. Every takes[i].Limiter must
-// be a non-nil *Engine (else ErrNilLimiter or ErrForeignTake) and out must
-// hold at least len(takes) decisions (else ErrShortOut); on an error nothing
-// is taken and out is untouched. The receiver only names the implementation
-// and may be any Engine, or nil.
+// be a non-nil *Engine or Multi of Engines (else ErrNilLimiter or
+// ErrForeignTake) and out must hold at least len(takes) decisions (else
+// ErrShortOut); on an error nothing is taken and out is untouched. The
+// receiver only names the implementation and may be any Engine, or nil.
+//
+// A take naming a Multi stands for a take of each of its parts on its key,
+// made in the parts' order where it stands; out[i] folds the parts'
+// Decisions into one (see Multi), and the denied index is the take's.
 //
 // When all are taken, out[i] is what AllowAt would have returned for take i.
 // When take k is denied, no out[i].Allowed is true and nothing is consumed
@@ -47,7 +51,8 @@ const heldOnStack = 8
 // callers on one clock the shortfall is at most the refill of the time the
 // call took. No bucket ever admits more than one whose takes were never made.
 //
-// TakeAllAt allocates nothing for up to 8 takes on keys that have buckets.
+// TakeAllAt allocates nothing for up to 8 takes, each Multi counted as its
+// parts, on keys that have buckets.
 func (e *Engine) TakeAllAt(t time.Time, takes []Take, out []Decision) (int, error) {
 	return takeAll(t, true, takes, out)
 }
@@ -86,43 +91,55 @@ func engineOf(tk *Take) *Engine {
 }
 
 // checkTakes refuses the calls of TakeAll that are programming errors, and
-// reports whether a take names a Quota.
-func checkTakes(takes []Take, out []Decision) (quotas bool, err error) {
+// reports whether a take names a Multi of Engines, and whether one names a
+// Quota.
+func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 	if len(out) < len(takes) {
-		return false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
+		return false, false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
 	}
 	for i := range takes {
-		switch l := takes[i].Limiter.(type) {
-		case *Engine:
-			if l == nil {
-				return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
-			}
-		case *Quota:
-			if l == nil {
-				return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+		e, ok := takes[i].Limiter.(*Engine)
+		if ok && e != nil {
+			continue
+		}
+		if q, isQuota := takes[i].Limiter.(*Quota); isQuota {
+			if q == nil {
+				return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
 			}
 			quotas = true
-		case nil:
-			return false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+			continue
+		}
+		m, isMulti := multiOf(takes[i].Limiter)
+		switch {
+		case takes[i].Limiter == nil || ok || isMulti && m == nil:
+			return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+		case isMulti && m.engines:
+			multis = true
+		case isMulti:
+			return false, false, fmt.Errorf("%w: takes[%d] is a Multi of %T, not of *engine.Engine", ErrForeignTake, i, m.parts[0])
 		default:
-			return false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine or *engine.Quota", ErrForeignTake, i, takes[i].Limiter)
+			return false, false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine or *engine.Quota", ErrForeignTake, i, takes[i].Limiter)
 		}
 	}
-	return quotas, nil
+	return multis, quotas, nil
 }
 
 func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
-	quotas, err := checkTakes(takes, out)
+	multis, quotas, err := checkTakes(takes, out)
 	if err != nil {
 		return -1, err
 	}
+	if multis {
+		return takeExpanded(t, explicit, takes, out, quotas), nil
+	}
 	if quotas {
-		return takeWithQuotas(t, explicit, takes, out)
+		return takeWithQuotas(t, explicit, takes, out), nil
 	}
 	return takeEngines(t, explicit, takes, out), nil
 }
 
-// takeEngines is takeAll of takes that all name Engines, checked.
+// takeEngines is TakeAllAt of takes that checkTakes accepted, each on an
+// *Engine.
 func takeEngines(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	// A cost no bucket can pay denies before anything is taken.
 	for i := range takes {
