@@ -61,15 +61,10 @@ type QuotaConfig struct {
 // period allocates nothing and reads no calendar; one that starts a period
 // computes its end (Calendar.Bounds, cached for the quota's own calendar).
 type Quota struct {
-	cal      Calendar
-	quota    float64
-	capacity uint64 // quanta
-	table    *shard.Table
-	now      func() time.Time
-
-	// period caches the bounds of the quota's own calendar around the
-	// last time a period began: most periods begin from it.
-	period atomic.Pointer[quotaPeriod]
+	// set is the quota and calendar in force, replaced whole by SetQuota.
+	set   atomic.Pointer[quotaSet]
+	table *shard.Table
+	now   func() time.Time
 
 	live     atomic.Int64
 	maxKeys  int64
@@ -88,6 +83,16 @@ type Quota struct {
 	sweepEvery time.Duration
 	stop, done chan struct{}
 	closeOnce  sync.Once
+}
+
+// quotaSet is a Quota's quota and calendar.
+type quotaSet struct {
+	cal      Calendar
+	quota    float64
+	capacity uint64 // quanta
+	// period caches the bounds of cal around the last time a period
+	// began: most periods begin from it.
+	period atomic.Pointer[quotaPeriod]
 }
 
 // quotaPeriod is a period of a Quota's own calendar, in Unix nanoseconds,
@@ -164,9 +169,10 @@ func NewQuota(cfg QuotaConfig) (*Quota, error) {
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:]) // crypto/rand.Read never fails on supported platforms
-	q := &Quota{cal: cfg.Calendar, quota: cfg.Quota, capacity: capacity, table: shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
+	q := &Quota{table: shard.NewTable(shards, binary.LittleEndian.Uint64(seed[:])),
 		now: cfg.Now, maxKeys: maxKeys, onFull: cfg.OnFull, sweepEvery: sweep,
 		allowed: newCounter(), denied: newCounter(), stop: make(chan struct{}), done: make(chan struct{})}
+	q.set.Store(&quotaSet{cal: cfg.Calendar, quota: cfg.Quota, capacity: capacity})
 	if q.now == nil {
 		q.now = time.Now
 	}
@@ -197,7 +203,7 @@ func (q *Quota) Take(_ context.Context, key string, n float64) (Decision, error)
 // denial takes nothing, and its RetryAfter is the end of the key's period.
 func (q *Quota) TakeAt(t time.Time, key string, n float64, cal *Calendar) Decision {
 	cost, ok := fixedpoint.Quantize(n)
-	if !ok || cost > q.capacity {
+	if !ok || cost > q.set.Load().capacity {
 		q.denied.add()
 		return q.peek(t.UnixNano(), BoundedKey(key), fixedpoint.Never, cal)
 	}
@@ -226,13 +232,30 @@ func (q *Quota) TakeAllAt(t time.Time, takes []Take, out []Decision) (int, error
 // Limit is the quota's average rate: Quota over the period's nominal
 // length (Period.Nominal). It is what a caller that needs one rate reads;
 // the quota itself renews all at once.
-func (q *Quota) Limit() Limit { return Limit(q.quota / q.cal.Period.Nominal().Seconds()) }
+func (q *Quota) Limit() Limit {
+	set := q.set.Load()
+	return Limit(set.quota / set.cal.Period.Nominal().Seconds())
+}
 
 // Burst is the quota: the most one key can take in one period.
-func (q *Quota) Burst() float64 { return q.quota }
+func (q *Quota) Burst() float64 { return q.set.Load().quota }
 
 // Calendar returns the quota's own calendar.
-func (q *Quota) Calendar() Calendar { return q.cal }
+func (q *Quota) Calendar() Calendar { return q.set.Load().cal }
+
+// SetQuota gives the quota n tokens per period of cal from now on. What
+// each key took stays: a key keeps its period until that period ends, and
+// the next begins by cal (as a changed anchor does, Take.Calendar); a key
+// that took more than a lowered quota is denied until its period ends. It
+// fails, changing nothing, for a quota or calendar NewQuota refuses.
+func (q *Quota) SetQuota(n float64, cal Calendar) error {
+	if err := (Spec{Burst: n, Calendar: &cal}).checkQuota(); err != nil {
+		return err
+	}
+	capacity, _ := fixedpoint.QuantizeExact(n)
+	q.set.Store(&quotaSet{cal: cal, quota: n, capacity: capacity})
+	return nil
+}
 
 // Len returns the number of keys the quota holds.
 func (q *Quota) Len() int { return int(q.live.Load()) }
@@ -263,16 +286,16 @@ type quotaHeld struct {
 	orig    fixedpoint.Word
 }
 
-// endFor is the end, in minutes, of the period that cal (nil: the quota's
-// own) gives the instant ns.
-func (q *Quota) endFor(ns int64, cal *Calendar) int64 {
+// endFor is the end, in minutes, of the period that cal (nil: set's own)
+// gives the instant ns.
+func (set *quotaSet) endFor(ns int64, cal *Calendar) int64 {
 	if cal == nil {
-		if p := q.period.Load(); p != nil && p.start <= ns && ns < p.end {
+		if p := set.period.Load(); p != nil && p.start <= ns && ns < p.end {
 			return p.endMin
 		}
-		start, end := q.cal.Bounds(time.Unix(0, ns))
+		start, end := set.cal.Bounds(time.Unix(0, ns))
 		p := &quotaPeriod{start: start.UnixNano(), end: end.UnixNano(), endMin: ceilMin(end.UnixNano())}
-		q.period.Store(p)
+		set.period.Store(p)
 		return p.endMin
 	}
 	_, end := cal.Bounds(time.Unix(0, ns))
@@ -289,6 +312,8 @@ func (q *Quota) endFor(ns int64, cal *Calendar) int64 {
 func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision, quotaHeld) {
 	nowMin := floorMin(ns)
 	h := shard.Hash(key)
+	set := q.set.Load()
+	capacity := set.capacity
 	renewEnd := int64(math.MinInt64) // computed once, when a period begins
 	b := q.table.Lookup(h, key)
 	overflowed := false
@@ -311,12 +336,12 @@ func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision
 			original, renewed = w, false
 			if u == 0 || e <= nowMin {
 				if renewEnd == math.MinInt64 {
-					renewEnd = q.endFor(ns, cal)
+					renewEnd = set.endFor(ns, cal)
 				}
 				u, e, renewed = 0, renewEnd, true
 			}
 			used, end = u, e
-			allowed = u+cost <= q.capacity
+			allowed = u+cost <= capacity
 			if !allowed || cost == 0 {
 				return w, false
 			}
@@ -329,9 +354,9 @@ func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision
 		}
 		wait := time.Duration(end*nanosPerMin - ns)
 		if !allowed {
-			return Decision{Remaining: fixedpoint.TokensOf(q.capacity - used), RetryAfter: wait, ResetAfter: wait}, quotaHeld{}
+			return Decision{Remaining: fixedpoint.TokensOf(capacity - min(used, capacity)), RetryAfter: wait, ResetAfter: wait}, quotaHeld{}
 		}
-		d := Decision{Allowed: true, Remaining: fixedpoint.TokensOf(q.capacity - used - cost)}
+		d := Decision{Allowed: true, Remaining: fixedpoint.TokensOf(capacity - used - cost)}
 		if used+cost > 0 {
 			d.ResetAfter = wait
 		}
@@ -349,29 +374,31 @@ func (q *Quota) peek(ns int64, key string, cost uint64, cal *Calendar) Decision 
 	used, end := uint64(0), int64(0)
 	fresh := true
 	h := shard.Hash(key)
+	set := q.set.Load()
+	capacity := set.capacity
 	w, live := fixedpoint.Word(0), false
 	if b := q.table.Lookup(h, key); b != nil {
 		w, live = b.Word()
 	}
 	if !live {
 		// What a word created now would hold.
-		_, _, w = quotaFresh{q.capacity}.Fresh(ns, q.table.Watermark(h))
+		_, _, w = quotaFresh{capacity}.Fresh(ns, q.table.Watermark(h))
 	}
 	if u, e := unpackQuota(w, nowMin); u > 0 && e > nowMin {
 		used, end, fresh = u, e, false
 	}
 	if fresh {
-		end = q.endFor(ns, cal)
+		end = set.endFor(ns, cal)
 	}
 	wait := time.Duration(end*nanosPerMin - ns)
-	d := Decision{Remaining: fixedpoint.TokensOf(q.capacity - used)}
+	d := Decision{Remaining: fixedpoint.TokensOf(capacity - min(used, capacity))}
 	if used > 0 {
 		d.ResetAfter = wait
 	}
 	switch {
-	case cost == fixedpoint.Never || cost > q.capacity:
+	case cost == fixedpoint.Never || cost > capacity:
 		d.RetryAfter = InfDuration
-	case used+cost > q.capacity:
+	case used+cost > capacity:
 		d.RetryAfter = wait
 	}
 	return d
@@ -420,7 +447,7 @@ func (q *Quota) create(h uint64, key string, ns int64, overflowed *bool) (*shard
 		}
 		return nil, Decision{RetryAfter: time.Duration(max(q.noEvictBefore.Load()-ns, 1))}
 	}
-	b, created := q.table.Insert(h, key, quotaFresh{q.capacity}, ns)
+	b, created := q.table.Insert(h, key, quotaFresh{q.set.Load().capacity}, ns)
 	if !created {
 		q.live.Add(-1)
 	}

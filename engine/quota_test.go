@@ -206,3 +206,52 @@ func TestQuotaConfigErrors(t *testing.T) {
 		t.Error("a quota above 1e9 was accepted")
 	}
 }
+
+// SetQuota keeps what each key took: a lowered quota denies a key that
+// took more, until its period ends; a new calendar begins the next period.
+func TestQuotaSetQuota(t *testing.T) {
+	q := newQuota(t, engine.QuotaConfig{Quota: 10, Calendar: engine.Calendar{Period: engine.Monthly}})
+	at := utc("2026-11-29T12:00:00Z")
+	q.TakeAt(at, "k", 6, nil)
+	if err := q.SetQuota(5, engine.Calendar{Period: engine.Monthly, Day: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if d := q.TakeAt(at, "k", 1, nil); d.Allowed || d.Remaining != 0 || d.RetryAfter != utc("2026-12-01T00:00:00Z").Sub(at) {
+		t.Fatalf("after lowering the quota: %+v, want denied to the end of the period in force", d)
+	}
+	d := q.TakeAt(utc("2026-12-01T00:00:00Z"), "k", 5, nil)
+	if !d.Allowed || d.ResetAfter != 14*24*time.Hour || q.Burst() != 5 {
+		t.Fatalf("next period: %+v (burst %v), want 5 to December 15th", d, q.Burst())
+	}
+	if err := q.SetQuota(0, engine.Calendar{Period: engine.Monthly, Day: 32}); err == nil || !strings.Contains(err.Error(), "Day") ||
+		!strings.Contains(err.Error(), "Quota") || q.Burst() != 5 {
+		t.Fatalf("bad SetQuota: %v, burst %v", err, q.Burst())
+	}
+}
+
+// An engine pool opens a Quota for a Spec with a Calendar, shares it
+// between Binds of its ID, and never shares it with a token bucket.
+func TestPoolBindsQuotas(t *testing.T) {
+	p := engine.NewEnginePool(engine.Config{SweepInterval: -1})
+	defer p.Close()
+	spec := engine.QuotaSpec("month#1", "month", 100, engine.Calendar{Period: engine.Monthly})
+	a, err := p.Bind(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.(*engine.Quota); !ok || a.Burst() != 100 {
+		t.Fatalf("bound %T, burst %v", a, a.Burst())
+	}
+	spec.Burst = 200
+	if b, err := p.Bind(spec); err != nil || b != a {
+		t.Fatalf("rebinding with another quota: %v, same %v; want the same Quota, retuned by the caller", err, b == a)
+	}
+	tb, err := p.Bind(engine.Spec{ID: "month#1", Name: "month", Limit: 1, Burst: 1})
+	if err != nil || tb == a {
+		t.Fatalf("a token bucket of the same ID: %v, shared %v", err, tb == a)
+	}
+	bad := engine.QuotaSpec("x#1", "x", 0, engine.Calendar{Period: engine.Daily, Hour: 30})
+	if _, err := p.Bind(bad); err == nil || !strings.Contains(err.Error(), "Hour") {
+		t.Fatalf("a bad quota: %v", err)
+	}
+}

@@ -26,7 +26,7 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 		cost, ok := fixedpoint.Quantize(takes[i].N)
 		switch l := takes[i].Limiter.(type) {
 		case *Quota:
-			ok = ok && cost <= l.capacity
+			ok = ok && cost <= l.set.Load().capacity
 		case *Engine:
 			ok = ok && cost <= l.current().layout.Capacity()
 		}
@@ -125,7 +125,7 @@ func quotaDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds
 		switch l := takes[i].Limiter.(type) {
 		case *Quota:
 			l.denied.add()
-			if !ok || cost > l.capacity {
+			if !ok || cost > l.set.Load().capacity {
 				cost = fixedpoint.Never
 			}
 			ns := t.UnixNano()

@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
+
+	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
 // Spec is one limit that a Store binds: in httplimit, a rule's.
@@ -16,6 +20,26 @@ type Spec struct {
 	Name  string
 	Limit Limit
 	Burst float64
+	// Calendar, if set, makes the limit a calendar quota (Quota) of Burst
+	// tokens per period; Limit is then Burst over the period's nominal
+	// length. A store that keeps no calendar quotas refuses to bind it,
+	// with an error that says so.
+	Calendar *Calendar
+}
+
+// QuotaSpec returns the Spec of a calendar quota of n tokens per period
+// of cal, named id and name.
+func QuotaSpec(id, name string, n float64, cal Calendar) Spec {
+	return Spec{ID: id, Name: name, Limit: Limit(n / cal.Period.Nominal().Seconds()), Burst: n, Calendar: &cal}
+}
+
+// sameCalendar reports whether a and b are one calendar (nil: none).
+func sameCalendar(a, b *Calendar) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Period == b.Period && a.loc().String() == b.loc().String() && a.Month == b.Month && a.Day == b.Day &&
+		a.Weekday == b.Weekday && a.Hour == b.Hour
 }
 
 // Store makes and shares the Limiters of many limits, such as the rules of
@@ -68,6 +92,14 @@ func NewPool(open func(Spec) (Limiter, error)) *Pool {
 // Limit and Burst that each Spec gives.
 func NewEnginePool(cfg Config) *Pool {
 	return NewPool(func(s Spec) (Limiter, error) {
+		if s.Calendar != nil {
+			q, err := NewQuota(QuotaConfig{Quota: s.Burst, Calendar: *s.Calendar, Shards: cfg.Shards,
+				SweepInterval: cfg.SweepInterval, MaxKeys: cfg.MaxKeys, OnFull: cfg.OnFull})
+			if err != nil {
+				return nil, err
+			}
+			return q, nil
+		}
 		c := cfg
 		c.Limit, c.Burst = s.Limit, s.Burst
 		e, err := New(c)
@@ -84,6 +116,17 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.byID[s.ID] {
+		if _, ok := e.l.(*Quota); ok != (s.Calendar != nil) {
+			continue // a quota and a token bucket never share
+		} else if ok {
+			// A Quota retunes in place (the caller applies s with
+			// SetQuota), keeping what every key took.
+			if err := s.checkQuota(); err != nil {
+				return nil, fmt.Errorf("%q: %w", s.Name, err)
+			}
+			e.refs++
+			return e.l, nil
+		}
 		if e.l.Limit() == s.Limit && e.l.Burst() == s.Burst {
 			e.refs++
 			return e.l, nil
@@ -134,21 +177,22 @@ func (p *Pool) Release(l Limiter) {
 	e.l.Close()
 }
 
-// SweepAt sweeps every bound Engine at t (Engine.SweepAt) and returns how
-// many buckets it evicted: for a Pool whose Engines run no sweeper
-// (SweepInterval < 0) because its user decides on a clock of its own.
+// SweepAt sweeps every bound Engine and Quota at t (Engine.SweepAt,
+// Quota.SweepAt) and returns how many keys it removed: for a Pool whose
+// limiters run no sweeper (SweepInterval < 0) because its user decides on
+// a clock of its own.
 func (p *Pool) SweepAt(t time.Time) int {
 	p.mu.Lock()
-	engines := make([]*Engine, 0, len(p.of))
+	sweepers := make([]interface{ SweepAt(time.Time) int }, 0, len(p.of))
 	for l := range p.of {
-		if e, ok := l.(*Engine); ok {
-			engines = append(engines, e)
+		if sw, ok := l.(interface{ SweepAt(time.Time) int }); ok {
+			sweepers = append(sweepers, sw)
 		}
 	}
 	p.mu.Unlock()
 	n := 0
-	for _, e := range engines {
-		n += e.SweepAt(t)
+	for _, sw := range sweepers {
+		n += sw.SweepAt(t)
 	}
 	return n
 }
@@ -172,4 +216,14 @@ func (p *Pool) Close() error {
 		}
 	}
 	return first
+}
+
+// checkQuota is NewQuota's check of a quota Spec's own fields.
+func (s Spec) checkQuota() error {
+	var errs []error
+	if _, exact := fixedpoint.QuantizeExact(s.Burst); math.IsNaN(s.Burst) || s.Burst < 0.001 || s.Burst > maxQuota || !exact {
+		errs = append(errs, &LimitError{Field: "Quota", Must: "be between 0.001 and 1e9 tokens, a multiple of 0.001", Got: fmt.Sprint(s.Burst)})
+	}
+	errs = append(errs, s.Calendar.Check())
+	return errors.Join(errs...)
 }
