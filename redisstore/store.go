@@ -124,6 +124,9 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	}
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+		if s.Calendar != nil {
+			return nil, fmt.Errorf("%w: the Redis store keeps token buckets, not calendar quotas such as %q", ErrInvalidConfig, s.Name)
+		}
 		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
 			return nil, err
