@@ -63,6 +63,11 @@ type Policy struct {
 	// Rule is the name of the rule a limit belongs to; empty for a rule
 	// with one limit.
 	Rule string `json:"rule,omitempty"`
+	// Period is a calendar quota's period ("month"); empty for a token
+	// bucket. A quota's Burst and Quota are its tokens per period, Rate
+	// their average over the period's nominal length, Window that length
+	// in seconds, and FullIn the seconds until the period renews.
+	Period string `json:"period,omitempty"`
 	// Mode is "enforce" or "shadow".
 	Mode string `json:"mode"`
 	// Key is the request's bucket key under the rule.
@@ -243,8 +248,8 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	for i, ru := range applied {
 		p := &res.Policies[i]
 		// Assigned whole: the policy is the scratch's, not a new one.
-		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy, quoted: ru.quoted,
-			denial: ru.denial, Quota: quota(ru.Burst), Window: window(ru.Rate, ru.Burst)}
+		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Period: ru.period, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy,
+			quoted: ru.quoted, denial: ru.denial, Quota: quota(ru.Burst), Window: ru.window()}
 		if ru.head != ru {
 			// The rule's later limits share its key, cost and verdict.
 			prev := &res.Policies[i-1]
@@ -266,7 +271,7 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 			continue
 		}
 		if !ru.shadow {
-			takes = append(takes, engine.Take{Limiter: ru.lim, Key: p.Key, N: p.Cost})
+			takes = append(takes, engine.Take{Limiter: ru.lim, Key: p.Key, N: p.Cost, Calendar: calendarFor(&q, ru, i)})
 			idx = append(idx, i)
 		}
 	}
@@ -286,7 +291,7 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 			l.observe(&q, now, &res, applied[i:i+n], res.Policies[i:i+n])
 		}
 	}
-	if res.Status == http.StatusTooManyRequests && res.Reason == ReasonExceeded {
+	if res.Status == http.StatusTooManyRequests && (res.Reason == ReasonExceeded || res.Reason == ReasonQuotaExceeded) {
 		res.RetryAfter = res.JitteredRetryAfter(l.opts.seed)
 	}
 	return res
@@ -348,7 +353,7 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 	res.Policies[k].Denied = true
 	applied[k].counters.denied.Add(1)
 	res.Allowed, res.Status, res.DeniedBy = false, http.StatusTooManyRequests, applied[k].Name
-	res.Reason = ReasonExceeded
+	res.Reason = applied[k].exceeded()
 	if out[denied].RetryAfter == engine.InfDuration {
 		res.Reason = ReasonCostExceedsBurst
 	}
@@ -365,7 +370,7 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*ru
 	}
 	take, out := q.sc.shadowTake[:len(parts)], q.sc.shadowOut[:len(parts)]
 	for j, ru := range parts {
-		take[j] = engine.Take{Limiter: ru.lim, Key: ps[j].Key, N: n}
+		take[j] = engine.Take{Limiter: ru.lim, Key: ps[j].Key, N: n, Calendar: calendarFor(q, ru, maxTakes+j)}
 	}
 	denied, err := takeAll(q.r.Context(), now, take, out)
 	if err != nil && l.opts.onStoreError != nil {
@@ -397,7 +402,7 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*ru
 	ru, p := parts[denied], &ps[denied]
 	p.Denied = true
 	ru.counters.shadowDenied.Add(1)
-	reason := ReasonExceeded
+	reason := ru.exceeded()
 	if out[denied].RetryAfter == engine.InfDuration {
 		reason = ReasonCostExceedsBurst
 	}
@@ -420,7 +425,8 @@ func NewPolicy(name, mode, key string, rate, burst, cost float64, d engine.Decis
 	return p
 }
 
-// set fills the state fields from a decision of a rule refilling at rate.
+// set fills the state fields from a decision of a rule refilling at rate
+// (or of a quota: Period set).
 func (p *Policy) set(d engine.Decision, rate float64) {
 	p.Remaining = d.Remaining
 	p.FullIn = ceilSeconds(d.ResetAfter)
@@ -429,6 +435,13 @@ func (p *Policy) set(d engine.Decision, rate float64) {
 		p.RetryIn = -1
 	case !d.Allowed:
 		p.RetryIn = ceilSeconds(d.RetryAfter)
+	case p.Period != "":
+		// Allowed: the same cost passes again in this period, or at its
+		// renewal.
+		p.RetryIn = 0
+		if p.Cost > d.Remaining {
+			p.RetryIn = p.FullIn
+		}
 	default:
 		p.RetryIn = 0
 		// Allowed: the wait until the same cost could pass again, from the
@@ -464,3 +477,29 @@ func quota(burst float64) int64 { return int64(math.Floor(burst)) }
 
 // window is RateLimit-Policy's w: whole seconds to refill an empty bucket.
 func window(rate, burst float64) int64 { return int64(math.Ceil(burst / rate)) }
+
+// exceeded is the reason of a denial by r's bucket or quota.
+func (r *rule) exceeded() string {
+	if r.period != "" {
+		return ReasonQuotaExceeded
+	}
+	return ReasonExceeded
+}
+
+// calendarFor is the calendar of q's key under quota r, or nil for r's
+// own (and for a token bucket): in the scratch's slot i when it has one.
+func calendarFor(q *request, r *rule, i int) *engine.Calendar {
+	if r.period == "" || !r.anchorFrom.any {
+		return nil
+	}
+	var c *engine.Calendar
+	if i < len(q.sc.calendars) {
+		c = &q.sc.calendars[i]
+	} else {
+		c = new(engine.Calendar)
+	}
+	if !r.anchorFrom.calendar(q, r.cal, c) {
+		return nil
+	}
+	return c
+}

@@ -12,9 +12,10 @@ import (
 
 // JitteredRetryAfter is the Retry-After of a denial: the longest wait any
 // enforced policy needs (at least 1 s), plus a jitter in [0, 50 %] of it
-// that is the same every time for one key of the denying policy (and one
-// seed), so that clients denied together do not all come back together,
-// and each client sees a stable value. The jitter is never negative, so
+// (at most 300 s when a calendar quota denied) that is the same every time
+// for one key of the denying policy (and one seed), so that clients denied
+// together do not all come back together, and each client sees a stable
+// value. The jitter is never negative, so
 // Retry-After is never earlier than any RateLimit t, as the draft requires.
 func (res *Result) JitteredRetryAfter(seed uint64) int64 {
 	base := int64(1)
@@ -25,17 +26,29 @@ func (res *Result) JitteredRetryAfter(seed uint64) int64 {
 		}
 	}
 	var key string
+	span := base / 2
 	for i := range res.Policies {
-		if res.Policies[i].Name == res.DeniedBy {
-			key = res.Policies[i].Key
+		if p := &res.Policies[i]; p.Name == res.DeniedBy {
+			key = p.Key
+			if p.Period != "" {
+				// A quota's renewal is days away: spreading its clients
+				// over half of that would keep them out for days after
+				// they have their tokens back.
+				span = min(span, maxQuotaJitter)
+			}
 		}
 	}
-	return base + jitter(seed, res.DeniedBy, key, base)
+	return base + jitterIn(seed, res.DeniedBy, key, span)
 }
 
-// jitter returns a value in [0, base/2], a deterministic function of the
+// maxQuotaJitter bounds, in seconds, the jitter of a denial by a calendar
+// quota: clients denied until one renewal come back spread over five
+// minutes after it.
+const maxQuotaJitter = 300
+
+// jitterIn returns a value in [0, span], a deterministic function of the
 // seed and the identity (rule name and bucket key).
-func jitter(seed uint64, rule, key string, base int64) int64 {
+func jitterIn(seed uint64, rule, key string, span int64) int64 {
 	h := fnv.New64a()
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], seed)
@@ -45,7 +58,7 @@ func jitter(seed uint64, rule, key string, base int64) int64 {
 	h.Write([]byte(key))
 	x := mix64(h.Sum64())
 	u := float64(x>>11) / (1 << 53) // uniform in [0, 1)
-	return int64(u * float64(base/2+1))
+	return int64(u * float64(span+1))
 }
 
 // mix64 is the SplitMix64 finalizer: FNV's high bits are weak for short

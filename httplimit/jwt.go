@@ -129,6 +129,38 @@ func validateJWT(rules []Rule, verified bool, p *problems) {
 				p.add(r.Name, i, "match."+k, "%s", why)
 			}
 		}
+		for j := range r.Limits {
+			for _, src := range anchorFields(&r.Limits[j].AnchorFrom) {
+				if spec, msg := parseKey(src.v, false); msg == "" && spec.kind == kindJWT {
+					p.add(r.Name, i, "limits["+itoa(j)+"].anchor_from."+src.field, "%s", why)
+				}
+			}
+		}
+	}
+}
+
+// anchorFields are the sources of an AnchorFrom with their JSON names.
+func anchorFields(a *AnchorFrom) []struct{ field, v string } {
+	return []struct{ field, v string }{{"day", a.Day}, {"weekday", a.Weekday}, {"hour", a.Hour}, {"time_zone", a.TimeZone}}
+}
+
+// validateAnchorHeaders reports anchors read from a header when no proxy
+// is trusted: such a header is read only from a trusted proxy, so it
+// would never be.
+func validateAnchorHeaders(rules []Rule, trusted bool, p *problems) {
+	if trusted {
+		return
+	}
+	for i := range rules {
+		r := &rules[i]
+		for j := range r.Limits {
+			for _, src := range anchorFields(&r.Limits[j].AnchorFrom) {
+				if spec, msg := parseKey(src.v, false); msg == "" && spec.kind == kindHeader {
+					p.add(r.Name, i, "limits["+itoa(j)+"].anchor_from."+src.field,
+						"an anchor is read from a header only on a request from a trusted proxy, and no proxy is trusted (Options.TrustedProxies)")
+				}
+			}
+		}
 	}
 }
 

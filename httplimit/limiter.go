@@ -46,6 +46,9 @@ const ReasonHeader = "X-Faucet-Reason"
 const (
 	// ReasonExceeded: a rule's bucket holds fewer tokens than the cost.
 	ReasonExceeded = "token_bucket_exceeded"
+	// ReasonQuotaExceeded: a calendar quota has fewer tokens left in its
+	// period than the cost; Retry-After points at its renewal.
+	ReasonQuotaExceeded = "quota_exceeded"
 	// ReasonCostExceedsBurst: the cost is above a rule's burst, so the
 	// request can never pass; the 429 carries no Retry-After.
 	ReasonCostExceedsBurst = "cost_exceeds_burst"
@@ -206,9 +209,9 @@ type ruleSet struct {
 	groups [][]*rule
 	// source is the rules as validated, defaults filled in.
 	source []Rule
-	// borrow reports that every rule's Limiter is an *engine.Engine, which
-	// copies the key of a bucket it creates and keeps no other reference to
-	// a key once TakeAll returns: Handler then gives it keys that share
+	// borrow reports that every rule's Limiter is an *engine.Engine or an
+	// *engine.Quota, which copy the key of a bucket they create and keep no
+	// other reference to a key once TakeAll returns: Handler then gives it keys that share
 	// the bytes of memory later requests reuse. Another Limiter may keep
 	// what it is given (as a map key, say), so it gets keys of their own.
 	borrow bool
@@ -221,6 +224,12 @@ type rule struct {
 	// limitOf is the name of the rule this is a limit of; "" for a rule
 	// with one limit.
 	limitOf string
+	// period is a calendar quota's ("month"), cal its own calendar and
+	// anchorFrom where a key's own anchor is read; period is "" for a
+	// token bucket.
+	period     string
+	cal        engine.Calendar
+	anchorFrom anchorSources
 	// head is the first limit of the rule, whose parts are all of them
 	// (itself first): a rule applies, and is taken from, as a whole.
 	head     *rule
@@ -389,6 +398,9 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			r.head, r.parts = parts[0], parts
 			r.compileParts()
 			r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
+			if r.period != "" {
+				r.spec = engine.QuotaSpec(r.spec.ID, r.Name, r.Burst, r.cal)
+			}
 			lim, err := l.opts.store.Bind(r.spec)
 			if err != nil {
 				for _, done := range set.rules {
@@ -400,7 +412,9 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 				return nil, fmt.Errorf("httplimit: binding rule %q: %w", r.Name, err)
 			}
 			r.lim = lim
-			if _, ok := lim.(*engine.Engine); !ok {
+			switch lim.(type) {
+			case *engine.Engine, *engine.Quota:
+			default:
 				set.borrow = false
 			}
 			if r.counters = l.counters[r.Name]; r.counters == nil {
@@ -424,6 +438,12 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	// Middleware on the store), and nothing else.
 	now := l.opts.now()
 	for _, r := range set.rules {
+		if qr, ok := r.lim.(quotaRetuner); ok && r.period != "" {
+			if err := qr.SetQuota(r.Burst, r.cal); err != nil {
+				return nil, fmt.Errorf("httplimit: the store bound %q to a quota that refuses its limit: %w", r.Name, err)
+			}
+			continue
+		}
 		rt, ok := r.lim.(engine.Retuner)
 		if !ok || rt.Limit() == r.spec.Limit && rt.Burst() == r.spec.Burst {
 			continue
@@ -459,6 +479,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	var p problems
 	validate(rules, &p)
 	validateJWT(rules, o.jwt != nil, &p)
+	validateAnchorHeaders(rules, len(o.trustedProxies) > 0, &p)
 	validatePaths(rules, o.paths, &p)
 	validateMethods(rules, &p)
 	validateHosts(rules, &p)
@@ -472,12 +493,30 @@ func limitsOf(r *Rule) []*rule {
 		return []*rule{{Rule: *r}}
 	}
 	parts := make([]*rule, len(r.Limits))
-	for j, lm := range r.Limits {
+	for j := range r.Limits {
+		lm := &r.Limits[j]
 		u := &rule{Rule: *r, limitOf: r.Name}
 		u.Name, u.Rate, u.Burst, u.rateField, u.Limits = lm.Name, lm.Rate, lm.Burst, lm.rateField, nil
+		if lm.isQuota() {
+			// Validated: the calendar loads.
+			u.cal, _ = lm.calendar()
+			u.period = lm.Period
+			u.Burst = lm.Quota
+			u.Rate = lm.Quota / u.cal.Period.Nominal().Seconds()
+			u.anchorFrom = newAnchorSources(lm.AnchorFrom)
+		}
 		parts[j] = u
 	}
 	return parts
+}
+
+// window is RateLimit-Policy's w: the seconds to refill an empty bucket,
+// or a quota's nominal period (engine.Period.Nominal).
+func (r *rule) window() int64 {
+	if r.period != "" {
+		return int64(r.cal.Period.Nominal() / time.Second)
+	}
+	return window(r.Rate, r.Burst)
 }
 
 // ruleName is the name of the rule r belongs to.
@@ -520,8 +559,17 @@ func (r *rule) compileParts() {
 	r.closed = r.FailMode == failClosed
 	r.open = r.FailMode == failOpen
 	r.quoted = sfString(r.Name)
-	r.policy = policyItem(r.quoted, quota(r.Burst), window(r.Rate, r.Burst))
+	r.policy = policyItem(r.quoted, quota(r.Burst), r.window())
 	r.denial = newDenialBody(r.Name, r.limitOf, r.Rate, r.Burst)
+	if r.period != "" {
+		r.denial = nil // written by writeProblemSlow
+	}
+}
+
+// quotaRetuner is a calendar quota that takes a new quota and calendar in
+// place, keeping what each key took (engine.Quota.SetQuota).
+type quotaRetuner interface {
+	SetQuota(n float64, cal engine.Calendar) error
 }
 
 // limitID names a rule's buckets (engine.Spec.ID): its name (a limit's, for

@@ -205,7 +205,7 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule, limits bool) {
 }
 
 // limits reads a rule's limits: a list of objects, each a name and a
-// token bucket.
+// token bucket or a calendar quota.
 func (d *ruleDecoder) limits(v *jvalue) []Limit {
 	if v.kind != jArray {
 		d.bad("limits", "must be a list of limits, got %v", v.kind)
@@ -226,12 +226,16 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			}
 			continue
 		}
+		quota := member(item, "period") != nil || member(item, "quota") != nil
+		if a := member(item, "algorithm"); a != nil && a.kind == jString {
+			quota = a.str == "calendar_quota"
+		}
 		tps, rps := member(item, "tokens_per_second"), member(item, "rps")
 		switch {
 		case tps != nil && rps != nil:
 			d.bad(pre+"rps", "give tokens_per_second or its alias rps, not both")
 			d.reported[[2]string{itoa(d.index), pre + "tokens_per_second"}] = true
-		case tps == nil && rps == nil:
+		case tps == nil && rps == nil && !quota:
 			d.bad(pre+"tokens_per_second", "required: the refill rate in tokens per second (or its alias rps)")
 		case rps != nil:
 			lm.rateField = "rps"
@@ -242,8 +246,8 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			case "name":
 				lm.Name = d.str(field, m.value)
 			case "algorithm":
-				if s := d.str(field, m.value); s != "token_bucket" && m.value.kind == jString {
-					d.bad(field, `must be "token_bucket", got %s`, quote(s))
+				if s := d.str(field, m.value); s != "token_bucket" && s != "calendar_quota" && m.value.kind == jString {
+					d.bad(field, `must be "token_bucket" or "calendar_quota", got %s`, quote(s))
 				}
 			case "tokens_per_second", "rps":
 				if tps == nil || m.name == "tokens_per_second" {
@@ -251,14 +255,29 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 				}
 			case "burst":
 				lm.Burst = d.num(field, m.value)
+			case "quota":
+				lm.Quota = d.num(field, m.value)
+			case "period":
+				lm.Period = d.str(field, m.value)
+			case "time_zone":
+				lm.TimeZone = d.str(field, m.value)
+			case "anchor":
+				d.anchor(field, m.value, &lm.Anchor)
+			case "anchor_from":
+				d.anchorFrom(field, m.value, &lm.AnchorFrom)
 			default:
-				d.bad(field, "unknown field; a limit has name, algorithm, tokens_per_second (or rps), burst")
+				d.bad(field, "unknown field; a limit has name, algorithm, tokens_per_second (or rps) and burst, or quota, period, time_zone, anchor and anchor_from")
 			}
 		}
 		if member(item, "name") == nil {
 			d.bad(pre+"name", "required: a non-empty string, unique among rules and limits")
 		}
-		if member(item, "burst") == nil {
+		switch {
+		case quota && member(item, "quota") == nil:
+			d.bad(pre+"quota", "required: the tokens a key may take in each period")
+		case quota && member(item, "period") == nil:
+			d.bad(pre+"period", `required: "day", "week", "month" or "year"`)
+		case !quota && member(item, "burst") == nil:
 			d.bad(pre+"burst", "required: the bucket capacity in tokens, at least the rate")
 		}
 	}
@@ -352,3 +371,63 @@ func member(v *jvalue, name string) *jvalue {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// anchor reads a calendar quota's anchor.
+func (d *ruleDecoder) anchor(field string, v *jvalue, a *Anchor) {
+	if v.kind != jObject {
+		d.bad(field, "must be an object with month, day, weekday or hour, got %v", v.kind)
+		return
+	}
+	whole := func(f string, v *jvalue) int {
+		x := d.num(f, v)
+		if x != math.Trunc(x) || math.Abs(x) > 1e6 {
+			if !math.IsNaN(x) {
+				d.bad(f, "must be a whole number, got %v", x)
+			}
+			return -1
+		}
+		return int(x)
+	}
+	for _, m := range v.members {
+		f := field + "." + m.name
+		switch m.name {
+		case "month":
+			if a.Month = whole(f, m.value); a.Month == 0 {
+				d.bad(f, "must be between 1 and 12, got 0")
+			}
+		case "day":
+			if a.Day = whole(f, m.value); a.Day == 0 {
+				d.bad(f, "must be between 1 and 31, got 0")
+			}
+		case "hour":
+			a.Hour = whole(f, m.value)
+		case "weekday":
+			a.Weekday = d.str(f, m.value)
+		default:
+			d.bad(f, "unknown field; an anchor has month, day, weekday, hour")
+		}
+	}
+}
+
+// anchorFrom reads where a calendar quota's per-key anchor comes from.
+func (d *ruleDecoder) anchorFrom(field string, v *jvalue, a *AnchorFrom) {
+	if v.kind != jObject {
+		d.bad(field, "must be an object with day, weekday, hour or time_zone, got %v", v.kind)
+		return
+	}
+	for _, m := range v.members {
+		f := field + "." + m.name
+		switch m.name {
+		case "day":
+			a.Day = d.str(f, m.value)
+		case "weekday":
+			a.Weekday = d.str(f, m.value)
+		case "hour":
+			a.Hour = d.str(f, m.value)
+		case "time_zone":
+			a.TimeZone = d.str(f, m.value)
+		default:
+			d.bad(f, "unknown field; anchor_from has day, weekday, hour, time_zone")
+		}
+	}
+}

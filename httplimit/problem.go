@@ -52,6 +52,9 @@ func (res *Result) Problem() *Problem {
 		who = fmt.Sprintf("Limit %q of rule %q", res.DeniedBy, denier.Rule)
 	}
 	limit := fmt.Sprintf("%s allows %s per second with bursts of %s", who, tokens(denier.Rate), num(denier.Burst))
+	if denier.Period != "" {
+		limit = fmt.Sprintf("%s allows %s per %s", who, tokens(denier.Burst), denier.Period)
+	}
 	if res.Reason == ReasonCostExceedsBurst {
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
 	} else {

@@ -2,10 +2,13 @@ package httplimit
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"math"
 	"net/textproto"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/internal/fixedpoint"
@@ -81,19 +84,71 @@ type Rule struct {
 const maxNameLen = 64
 
 // Limit is one of the limits of a rule that has several (Rule.Limits): a
-// token bucket on the rule's key. Its name, not the rule's, is what the
-// RateLimit fields, a denial and the metrics call it.
+// token bucket on the rule's key (Rate and Burst), or a calendar quota
+// (Quota and Period). Its name, not the rule's, is what the RateLimit
+// fields, a denial and the metrics call it.
 type Limit struct {
 	// Name identifies the limit, as Rule.Name a rule: required, printable
 	// ASCII, at most 64 bytes, unique among the names of every rule and
 	// limit.
 	Name string
-	// Rate and Burst are as Rule's.
+	// Rate and Burst are a token bucket's, as Rule's; 0 for a quota.
 	Rate, Burst float64
+
+	// Quota is a calendar quota's tokens per period: from 0.001 to 1e9, a
+	// multiple of 0.001. The whole quota comes back at once, when the next
+	// period begins.
+	Quota float64
+	// Period is a calendar quota's: "day", "week", "month" or "year". A
+	// limit with a Period is a quota ("algorithm": "calendar_quota").
+	Period string
+	// TimeZone is the IANA name of the zone whose calendar the periods
+	// follow ("Europe/Berlin"); "" is UTC.
+	TimeZone string
+	// Anchor is where a period begins in that calendar; the zero value is
+	// midnight, Monday, the 1st, January.
+	Anchor Anchor
+	// AnchorFrom reads a key's own anchor or zone from the request (a
+	// customer's billing day, in their time zone), where the client cannot
+	// set it.
+	AnchorFrom AnchorFrom
 
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string
 }
+
+// Anchor is where the periods of a calendar quota begin.
+type Anchor struct {
+	// Month is a year's first month, 1 to 12 (0: January).
+	Month int
+	// Day is a month's or a year's first day, 1 to 31 (0: the 1st). A
+	// month without it renews on its last day.
+	Day int
+	// Weekday is a week's first day: "monday" (the default) to "sunday".
+	Weekday string
+	// Hour is the hour of the first day a period begins at, 0 to 23.
+	Hour int
+}
+
+// AnchorFrom names where a key's own anchor is read, each "jwt:<claim>"
+// (a verified claim) or "header:<name>" (read only on a request from
+// Options.TrustedProxies, which set it; from any other client it is
+// ignored). A value that is absent or out of range leaves the limit's own.
+// Since the anchor only moves where the next period begins (a period in
+// force runs to its end), changing it never gives a key its quota twice.
+type AnchorFrom struct {
+	// Day is a month's first day, 1 to 31 (a billing day).
+	Day string
+	// Weekday is a week's first day, 1 (Monday) to 7, or its English name.
+	Weekday string
+	// Hour is the hour a period begins at, 0 to 23.
+	Hour string
+	// TimeZone is an IANA zone name.
+	TimeZone string
+}
+
+// isQuota reports whether the limit is a calendar quota.
+func (lm *Limit) isQuota() bool { return lm.Period != "" || lm.Quota != 0 }
 
 // maxLimits is the most limits one rule can have.
 const maxLimits = 8
@@ -304,12 +359,107 @@ func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
 		lm := &r.Limits[j]
 		pre := "limits[" + itoa(j) + "]."
 		validateName(lm.Name, func(field, format string, args ...any) { bad(pre+field, format, args...) })
+		if lm.isQuota() {
+			if !validateQuota(lm, pre, bad) {
+				ok = false
+			}
+			costCap = min(costCap, lm.Quota)
+			continue
+		}
 		if !validateLimit(lm.Rate, lm.Burst, lm.rateField, pre, bad) {
 			ok = false
 		}
 		costCap = min(costCap, lm.Burst)
 	}
 	return costCap, ok
+}
+
+// maxQuota is the largest quota of a calendar quota.
+const maxQuota = 1e9
+
+// validateQuota checks a calendar quota's fields, and reports whether its
+// quota is valid.
+func validateQuota(lm *Limit, pre string, bad badFunc) (quotaOK bool) {
+	if lm.Rate != 0 || lm.rateField != "" {
+		bad(pre+cmp.Or(lm.rateField, "tokens_per_second"), "a calendar quota has quota and period, not a rate")
+	}
+	if lm.Burst != 0 {
+		bad(pre+"burst", "a calendar quota has quota and period, not a burst")
+	}
+	_, exact := fixedpoint.QuantizeExact(lm.Quota)
+	quotaOK = isFinite(lm.Quota) && lm.Quota >= minCost && lm.Quota <= maxQuota && exact
+	if !quotaOK {
+		bad(pre+"quota", "must be between 0.001 and 1e9 tokens, a multiple of 0.001, got %v", lm.Quota)
+	}
+	if _, err := lm.calendar(); err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			for _, le := range engine.LimitErrors(e) {
+				bad(pre+calendarField[le.Field], "must %s, got %s", le.Must, le.Got)
+			}
+			if len(engine.LimitErrors(e)) == 0 {
+				bad(pre+"time_zone", "%v", e)
+			}
+		}
+	}
+	for _, src := range anchorFields(&lm.AnchorFrom) {
+		if src.v == "" {
+			continue
+		}
+		field := pre + "anchor_from." + src.field
+		spec, msg := parseKey(src.v, false)
+		switch {
+		case msg != "":
+			bad(field, `must be "jwt:<claim>" or "header:<name>", got %s`, quote(src.v))
+		case spec.kind != kindJWT && spec.kind != kindHeader:
+			bad(field, `must be "jwt:<claim>" or "header:<name>" (a value the client cannot set), got %s`, quote(src.v))
+		}
+	}
+	switch p, _ := engine.ParsePeriod(lm.Period); {
+	case lm.AnchorFrom.Day != "" && p != engine.Monthly:
+		bad(pre+"anchor_from.day", `only a "month" period has a day of the month to read`)
+	case lm.AnchorFrom.Weekday != "" && p != engine.Weekly:
+		bad(pre+"anchor_from.weekday", `only a "week" period has a weekday to read`)
+	}
+	return quotaOK
+}
+
+// calendarField is the rules' name of each engine.Calendar field.
+var calendarField = map[string]string{"Period": "period", "Month": "anchor.month", "Day": "anchor.day",
+	"Weekday": "anchor.weekday", "Hour": "anchor.hour"}
+
+// weekdays are the names of Anchor.Weekday, Monday first.
+var weekdays = [...]string{"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+
+// calendar is the limit's own calendar, or every problem with it: each a
+// *engine.LimitError, or the error of an unknown zone.
+func (lm *Limit) calendar() (engine.Calendar, error) {
+	var errs []error
+	p, err := engine.ParsePeriod(lm.Period)
+	if err != nil {
+		errs = append(errs, &engine.LimitError{Field: "Period", Must: `be "day", "week", "month" or "year"`, Got: quote(lm.Period)})
+	}
+	c := engine.Calendar{Period: p, Month: time.Month(lm.Anchor.Month), Day: lm.Anchor.Day, Hour: lm.Anchor.Hour}
+	if lm.Anchor.Weekday != "" {
+		i := slices.Index(weekdays[:], strings.ToLower(lm.Anchor.Weekday))
+		if i < 0 {
+			errs = append(errs, &engine.LimitError{Field: "Weekday", Must: `be "monday" to "sunday"`, Got: quote(lm.Anchor.Weekday)})
+		} else {
+			c.Weekday = i + 1
+		}
+	}
+	if lm.TimeZone != "" {
+		loc, err := loadZone(lm.TimeZone)
+		if err != nil {
+			errs = append(errs, fmt.Errorf(`must be an IANA zone name such as "Europe/Berlin", got %s`, quote(lm.TimeZone)))
+		}
+		c.Location = loc
+	}
+	if err == nil {
+		if cerr := c.Check(); cerr != nil {
+			errs = append(errs, cerr)
+		}
+	}
+	return c, errors.Join(errs...)
 }
 
 // validateLimit checks a rate and burst against the engine's domain, with

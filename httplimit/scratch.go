@@ -21,6 +21,9 @@ type scratch struct {
 	// made on their own.
 	shadowTake [maxLimits]engine.Take
 	shadowOut  [maxLimits]engine.Decision
+	// calendars are the keys' own calendars of the takes that have one:
+	// one per take, then one per shadow take.
+	calendars [maxTakes + maxLimits]engine.Calendar
 	// buf is only appended to during a decision, so that the strings a
 	// decision borrowed from it (borrowed) keep their bytes until the
 	// scratch is put back.
@@ -44,6 +47,7 @@ func putScratch(sc *scratch) {
 	clear(sc.policies[:])
 	clear(sc.takes[:])
 	clear(sc.shadowTake[:])
+	clear(sc.calendars[:])
 	if cap(sc.buf) > maxScratchBytes {
 		sc.buf = nil
 	}
