@@ -40,6 +40,12 @@
 // 10}, {"name": "api-key-day", "rps": 0.11574, "burst": 10000}], each a
 // token bucket with its own name, rate and burst, which algorithm_config
 // then leaves out (its cost fields stay, each at most the smallest burst).
+// A limit with a "period" is a calendar quota instead: {"name":
+// "api-key-month", "quota": 100000, "period": "month", "time_zone":
+// "Europe/Berlin", "anchor": {"day": 15}, "anchor_from": {"day":
+// "jwt:billing_day"}}, renewed whole when each period of the zone's
+// calendar begins (Limit, engine.Calendar); a denial by it is reason
+// quota_exceeded, with Retry-After at the renewal.
 // At most 8 limits; names of rules and limits are unique together. A
 // request takes its cost from every limit of the rule or from none; each
 // limit is one item of the header fields, one entry of Stats and of

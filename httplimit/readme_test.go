@@ -10,7 +10,7 @@ import (
 
 // The rules file on the README's front page is valid, and holds the two
 // rules its text describes: one keyed by API key, with a limit a second
-// and one a day, and one by client address.
+// and a monthly quota, and one by client address.
 func TestReadmeRules(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -26,7 +26,7 @@ func TestReadmeRules(t *testing.T) {
 		t.Fatalf("the README's rules: %v", err)
 	}
 	if len(rules) != 2 || rules[0].LimitKeys[0] != "header:x-api-key" || rules[1].LimitKeys[0] != "ip:address" ||
-		len(rules[0].Limits) != 2 || rules[0].Limits[1].Name != "free-day" {
+		len(rules[0].Limits) != 2 || rules[0].Limits[1].Name != "free-month" || rules[0].Limits[1].Period != "month" {
 		t.Fatalf("the README's rules: %+v", rules)
 	}
 	m, err := httplimit.New(rules, httplimit.Options{})
