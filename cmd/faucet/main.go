@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	// Calendar quotas name time zones; a container image often has no
+	// zone database of its own.
+	_ "time/tzdata"
 
 	"github.com/faucetgo/faucet/cmd/internal/runner"
 	"github.com/faucetgo/faucet/internal/sim"
