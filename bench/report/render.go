@@ -54,6 +54,7 @@ var methods = map[string]string{
 	floorsHeading:      "floors",
 	httpHeading:        "http-edge",
 	checkHeading:       "http-edge",
+	shapesHeading:      "shapes-of-limit",
 	profileHeading:     "http-edge",
 	fastProfileHeading: "http-edge",
 	redisHeading:       "redis-store",
@@ -126,7 +127,7 @@ func render(prefix string, sum []summaryRow) ([]byte, error) {
 	}
 	dir := filepath.Dir(prefix)
 	for _, sec := range []func(string) (string, error){
-		httpSection, redisSection, leasedSection, rlsSection, postgresSection,
+		shapesSection, httpSection, redisSection, leasedSection, rlsSection, postgresSection,
 		leasedPostgresSection, auditSection, sharedloadSection,
 	} {
 		s, err := sec(dir)

@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/faucetgo/faucet/engine"
+)
+
+// BenchmarkShapes times one check of an existing key in each shape of
+// limit, beside the token bucket, at the wall clock as a server checks:
+// shape=token_bucket is Engine.Take; shape=calendar_quota is Quota.Take (a
+// monthly quota in a zone with daylight saving, the key inside its
+// period); shape=bucket+quota is one Engine.TakeAll of a token bucket and a
+// quota on the key (a rule with both limits); shape=bucket+bucket the same
+// with two token buckets (a Multi of two parts). Every call is admitted:
+// the limits are far above what a run takes.
+func BenchmarkShapes(b *testing.B) {
+	const key = "key:000000001"
+	ctx := context.Background()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bucket := func() *engine.Engine {
+		e, err := engine.New(engine.Config{Limit: 1e9, Burst: 1e9})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { e.Close() })
+		return e
+	}
+	quota := func() *engine.Quota {
+		q, err := engine.NewQuota(engine.QuotaConfig{Quota: 1e9,
+			Calendar: engine.Calendar{Period: engine.Monthly, Day: 15, Location: berlin}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { q.Close() })
+		return q
+	}
+	check := func(b *testing.B, l engine.Limiter) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if d, _ := l.Take(ctx, key, 1); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	}
+	takeAll := func(b *testing.B, takes []engine.Take) {
+		out := make([]engine.Decision, len(takes))
+		b.ReportAllocs()
+		for b.Loop() {
+			if k, _ := takes[0].Limiter.TakeAll(ctx, takes, out); k >= 0 {
+				b.Fatal("denied")
+			}
+		}
+	}
+	b.Run("shape=token_bucket", func(b *testing.B) { check(b, bucket()) })
+	b.Run("shape=calendar_quota", func(b *testing.B) { check(b, quota()) })
+	b.Run("shape=bucket+bucket", func(b *testing.B) {
+		takeAll(b, []engine.Take{{Limiter: bucket(), Key: key, N: 1}, {Limiter: bucket(), Key: key, N: 1}})
+	})
+	b.Run("shape=bucket+quota", func(b *testing.B) {
+		takeAll(b, []engine.Take{{Limiter: bucket(), Key: key, N: 1}, {Limiter: quota(), Key: key, N: 1}})
+	})
+}
