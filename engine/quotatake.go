@@ -16,17 +16,11 @@ import (
 // that period ended in between (the next began with the whole quota): no
 // period ever admits more than if the take had never been made.
 func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) int {
-	nanos := func(q *Quota) int64 {
-		if explicit {
-			return t.UnixNano()
-		}
-		return q.now().UnixNano()
-	}
 	for i := range takes {
 		cost, ok := fixedpoint.Quantize(takes[i].N)
 		switch l := takes[i].Limiter.(type) {
-		case *Quota:
-			ok = ok && cost <= l.set.Load().capacity
+		case local:
+			ok = ok && cost <= l.capacityQuanta()
 		case *Engine:
 			ok = ok && cost <= l.current().layout.Capacity()
 		}
@@ -38,16 +32,15 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 	var heldBuf [heldOnStack]quotaHeldAt
 	holds := heldBuf[:0]
 	for i := range takes {
-		q, ok := takes[i].Limiter.(*Quota)
+		l, ok := takes[i].Limiter.(local)
 		if !ok {
 			continue
 		}
 		cost, _ := fixedpoint.Quantize(takes[i].N)
-		key := BoundedKey(takes[i].Key)
-		d, h := q.hold(nanos(q), key, cost, takes[i].Calendar)
+		d, h := l.holdTake(localNanos(l, t, explicit), takes[i].Key, takes[i].Calendar, cost)
 		out[i] = d
 		if !d.Allowed {
-			q.denied.add()
+			l.countDenied()
 			quotaDenied(t, explicit, takes, out, holds, i, true)
 			return i
 		}
@@ -75,24 +68,87 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 		}
 		if denied >= 0 {
 			for _, h := range holds {
-				q := takes[h.i].Limiter.(*Quota)
-				q.denied.add()
-				out[h.i] = q.give(h.held, nanos(q), BoundedKey(takes[h.i].Key), takes[h.i].Calendar)
+				l := takes[h.i].Limiter.(local)
+				l.countDenied()
+				out[h.i] = l.giveTake(h.held, localNanos(l, t, explicit), takes[h.i].Key, takes[h.i].Calendar)
 			}
 			return idx[denied]
 		}
 	}
 	for _, h := range holds {
-		takes[h.i].Limiter.(*Quota).allowed.add()
+		takes[h.i].Limiter.(local).countAllowed()
 	}
 	return -1
 }
+
+// local is a limiter besides the Engine that decides in memory, and that
+// takeWithQuotas takes from all or none: Quota and Window.
+type local interface {
+	Limiter
+	// capacityQuanta is the largest cost that can ever pass.
+	capacityQuanta() uint64
+	// holdTake takes cost quanta for tk at ns, counting nothing, and
+	// returns what giving them back needs; peekTake decides without
+	// taking; giveTake gives a held take back and reports the state.
+	holdTake(ns int64, key string, cal *Calendar, cost uint64) (Decision, localHeld)
+	peekTake(ns int64, key string, cal *Calendar, cost uint64) Decision
+	giveTake(h localHeld, ns int64, key string, cal *Calendar) Decision
+	countAllowed()
+	countDenied()
+	nowNanos() int64
+}
+
+// localHeld is what giving a local limiter's take back needs.
+type localHeld struct {
+	quota  quotaHeld
+	window windowHeld
+}
+
+// held reports whether something was taken.
+func (h localHeld) held() bool { return h.quota.b != nil || h.window.k != nil }
+
+func localNanos(l local, t time.Time, explicit bool) int64 {
+	if explicit {
+		return t.UnixNano()
+	}
+	return l.nowNanos()
+}
+
+func (q *Quota) capacityQuanta() uint64 { return q.set.Load().capacity }
+func (q *Quota) holdTake(ns int64, key string, cal *Calendar, cost uint64) (Decision, localHeld) {
+	d, h := q.hold(ns, BoundedKey(key), cost, cal)
+	return d, localHeld{quota: h}
+}
+func (q *Quota) peekTake(ns int64, key string, cal *Calendar, cost uint64) Decision {
+	return q.peek(ns, BoundedKey(key), cost, cal)
+}
+func (q *Quota) giveTake(h localHeld, ns int64, key string, cal *Calendar) Decision {
+	return q.give(h.quota, ns, BoundedKey(key), cal)
+}
+func (q *Quota) countAllowed()   { q.allowed.add() }
+func (q *Quota) countDenied()    { q.denied.add() }
+func (q *Quota) nowNanos() int64 { return q.now().UnixNano() }
+
+func (w *Window) capacityQuanta() uint64 { return w.lim.Load().capacity }
+func (w *Window) holdTake(ns int64, key string, cal *Calendar, cost uint64) (Decision, localHeld) {
+	d, h := w.hold(ns, BoundedKey(key), cost)
+	return d, localHeld{window: h}
+}
+func (w *Window) peekTake(ns int64, key string, cal *Calendar, cost uint64) Decision {
+	return w.peek(ns, BoundedKey(key), cost)
+}
+func (w *Window) giveTake(h localHeld, ns int64, key string, cal *Calendar) Decision {
+	return w.give(h.window, ns, BoundedKey(key))
+}
+func (w *Window) countAllowed()   { w.allowed.add() }
+func (w *Window) countDenied()    { w.denied.add() }
+func (w *Window) nowNanos() int64 { return w.now().UnixNano() }
 
 // quotaHeldAt is a Quota's take held by takeWithQuotas: its index, and
 // what giving it back needs (nothing for a peek).
 type quotaHeldAt struct {
 	i    int
-	held quotaHeld
+	held localHeld
 }
 
 // quotaDenied completes a denial at index k for takeWithQuotas: it gives
@@ -102,18 +158,14 @@ type quotaHeldAt struct {
 func quotaDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds []quotaHeldAt, k int, kDone bool) {
 	for j := len(holds) - 1; j >= 0; j-- {
 		h := holds[j]
-		q := takes[h.i].Limiter.(*Quota)
-		q.denied.add()
-		ns := t.UnixNano()
-		if !explicit {
-			ns = q.now().UnixNano()
-		}
-		key := BoundedKey(takes[h.i].Key)
-		if h.held.b != nil {
-			out[h.i] = q.give(h.held, ns, key, takes[h.i].Calendar)
+		l := takes[h.i].Limiter.(local)
+		l.countDenied()
+		ns := localNanos(l, t, explicit)
+		if h.held.held() {
+			out[h.i] = l.giveTake(h.held, ns, takes[h.i].Key, takes[h.i].Calendar)
 		} else {
 			cost, _ := fixedpoint.Quantize(takes[h.i].N)
-			out[h.i] = q.peek(ns, key, cost, takes[h.i].Calendar)
+			out[h.i] = l.peekTake(ns, takes[h.i].Key, takes[h.i].Calendar, cost)
 		}
 	}
 	for i := range takes {
@@ -123,16 +175,12 @@ func quotaDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds
 		cost, ok := fixedpoint.Quantize(takes[i].N)
 		key := BoundedKey(takes[i].Key)
 		switch l := takes[i].Limiter.(type) {
-		case *Quota:
-			l.denied.add()
-			if !ok || cost > l.set.Load().capacity {
+		case local:
+			l.countDenied()
+			if !ok || cost > l.capacityQuanta() {
 				cost = fixedpoint.Never
 			}
-			ns := t.UnixNano()
-			if !explicit {
-				ns = l.now().UnixNano()
-			}
-			out[i] = l.peek(ns, key, cost, takes[i].Calendar)
+			out[i] = l.peekTake(localNanos(l, t, explicit), takes[i].Key, takes[i].Calendar, cost)
 		case *Engine:
 			l.denied.add()
 			if !ok || cost > l.current().layout.Capacity() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -25,6 +26,41 @@ type Spec struct {
 	// length. A store that keeps no calendar quotas refuses to bind it,
 	// with an error that says so.
 	Calendar *Calendar
+	// Window, if positive, makes the limit a strict window (Window) of
+	// Burst tokens in any span of Window, counted in Slots parts (0: 16);
+	// Limit is then Burst over Window. A store that keeps no windows
+	// refuses to bind it.
+	Window time.Duration
+	Slots  int
+}
+
+// WindowSpec returns the Spec of a strict window of n tokens in any span
+// of window, counted in slots parts (0: 16), named id and name.
+func WindowSpec(id, name string, n float64, window time.Duration, slots int) Spec {
+	return Spec{ID: id, Name: name, Limit: Limit(n / window.Seconds()), Burst: n, Window: window, Slots: slots}
+}
+
+// kind is the shape of limit s describes: 0 a token bucket, 1 a quota, 2
+// a window.
+func (s Spec) kind() int {
+	switch {
+	case s.Calendar != nil:
+		return 1
+	case s.Window > 0:
+		return 2
+	}
+	return 0
+}
+
+// limiterKind is kind for a bound Limiter.
+func limiterKind(l Limiter) int {
+	switch l.(type) {
+	case *Quota:
+		return 1
+	case *Window:
+		return 2
+	}
+	return 0
 }
 
 // QuotaSpec returns the Spec of a calendar quota of n tokens per period
@@ -92,6 +128,14 @@ func NewPool(open func(Spec) (Limiter, error)) *Pool {
 // Limit and Burst that each Spec gives.
 func NewEnginePool(cfg Config) *Pool {
 	return NewPool(func(s Spec) (Limiter, error) {
+		if s.Window > 0 {
+			w, err := NewWindow(WindowConfig{Limit: s.Burst, Window: s.Window, Slots: s.Slots,
+				SweepInterval: cfg.SweepInterval, MaxKeys: cfg.MaxKeys, OnFull: cfg.OnFull})
+			if err != nil {
+				return nil, err
+			}
+			return w, nil
+		}
 		if s.Calendar != nil {
 			q, err := NewQuota(QuotaConfig{Quota: s.Burst, Calendar: *s.Calendar, Shards: cfg.Shards,
 				SweepInterval: cfg.SweepInterval, MaxKeys: cfg.MaxKeys, OnFull: cfg.OnFull})
@@ -116,9 +160,22 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.byID[s.ID] {
-		if _, ok := e.l.(*Quota); ok != (s.Calendar != nil) {
-			continue // a quota and a token bucket never share
-		} else if ok {
+		if limiterKind(e.l) != s.kind() {
+			continue // limits of different shapes never share
+		}
+		if w, ok := e.l.(*Window); ok {
+			// A window of the same span and slots retunes its limit in
+			// place (SetLimitTokens); another is apart.
+			if w.window != s.Window || w.slots != int64(cmp.Or(s.Slots, defaultSlots)) {
+				continue
+			}
+			if err := (&Window{}).checkLimitTokens(s.Burst); err != nil {
+				return nil, fmt.Errorf("%q: %w", s.Name, err)
+			}
+			e.refs++
+			return e.l, nil
+		}
+		if _, ok := e.l.(*Quota); ok {
 			// A Quota retunes in place (the caller applies s with
 			// SetQuota), keeping what every key took.
 			if err := s.checkQuota(); err != nil {

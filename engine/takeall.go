@@ -92,7 +92,7 @@ func engineOf(tk *Take) *Engine {
 
 // checkTakes refuses the calls of TakeAll that are programming errors, and
 // reports whether a take names a Multi of Engines, and whether one names a
-// Quota.
+// Quota or a Window.
 func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 	if len(out) < len(takes) {
 		return false, false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
@@ -102,8 +102,15 @@ func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 		if ok && e != nil {
 			continue
 		}
-		if q, isQuota := takes[i].Limiter.(*Quota); isQuota {
-			if q == nil {
+		switch l := takes[i].Limiter.(type) {
+		case *Quota:
+			if l == nil {
+				return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
+			}
+			quotas = true
+			continue
+		case *Window:
+			if l == nil {
 				return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
 			}
 			quotas = true
@@ -118,7 +125,7 @@ func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 		case isMulti:
 			return false, false, fmt.Errorf("%w: takes[%d] is a Multi of %T, not of *engine.Engine", ErrForeignTake, i, m.parts[0])
 		default:
-			return false, false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine or *engine.Quota", ErrForeignTake, i, takes[i].Limiter)
+			return false, false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine, *engine.Quota or *engine.Window", ErrForeignTake, i, takes[i].Limiter)
 		}
 	}
 	return multis, quotas, nil

@@ -86,8 +86,8 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{bg: remote.NewBackground()}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		if spec.Calendar != nil {
-			return nil, fmt.Errorf("%w: the PostgreSQL store keeps token buckets, not calendar quotas such as %q", ErrInvalidConfig, spec.Name)
+		if spec.Calendar != nil || spec.Window > 0 {
+			return nil, fmt.Errorf("%w: the PostgreSQL store keeps token buckets, not calendar quotas or strict windows such as %q", ErrInvalidConfig, spec.Name)
 		}
 		l, err := New(db, opts.config(spec, s.bg.Peers()))
 		if err != nil || opts.Lease == nil {

@@ -124,8 +124,8 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	}
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
-		if s.Calendar != nil {
-			return nil, fmt.Errorf("%w: the Redis store keeps token buckets, not calendar quotas such as %q", ErrInvalidConfig, s.Name)
+		if s.Calendar != nil || s.Window > 0 {
+			return nil, fmt.Errorf("%w: the Redis store keeps token buckets, not calendar quotas or strict windows such as %q", ErrInvalidConfig, s.Name)
 		}
 		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
