@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,19 +117,9 @@ const (
 // unless cfg.SweepInterval is negative. Every problem is reported, each
 // naming the field, wrapping ErrInvalidConfig.
 func NewWindow(cfg WindowConfig) (*Window, error) {
-	var errs []error
+	errs := []error{CheckWindow(cfg.Limit, cfg.Window, cfg.Slots)}
 	capacity, _ := fixedpoint.QuantizeExact(cfg.Limit)
-	errs = append(errs, (*Window)(nil).checkLimitTokens(cfg.Limit))
-	if cfg.Window < minWindow || cfg.Window > maxWindow {
-		errs = append(errs, &LimitError{Field: "Window", Must: "be between 1s and 366 days (8784h)", Got: cfg.Window.String()})
-	}
-	slots := cfg.Slots
-	if slots == 0 {
-		slots = defaultSlots
-	}
-	if slots < 1 || slots > maxWindowSlots {
-		errs = append(errs, &LimitError{Field: "Slots", Must: "be between 1 and 64 (0 is 16)", Got: fmt.Sprint(cfg.Slots)})
-	}
+	slots := cmp.Or(cfg.Slots, defaultSlots)
 	shared := Config{SweepInterval: cfg.SweepInterval, MaxKeys: cfg.MaxKeys, OnFull: cfg.OnFull}
 	sweep, err := shared.sweepInterval()
 	errs = append(errs, err)
@@ -492,4 +483,18 @@ func (w *Window) sweeper() {
 			w.SweepAt(w.now())
 		}
 	}
+}
+
+// CheckWindow returns nil if NewWindow accepts limit, window and slots, or
+// what it would return: a *LimitError for each problem (Limit, Window,
+// Slots), joined, each wrapping ErrInvalidConfig.
+func CheckWindow(limit float64, window time.Duration, slots int) error {
+	errs := []error{(*Window)(nil).checkLimitTokens(limit)}
+	if window < minWindow || window > maxWindow {
+		errs = append(errs, &LimitError{Field: "Window", Must: "be between 1s and 366 days (8784h)", Got: window.String()})
+	}
+	if slots < 0 || slots > maxWindowSlots {
+		errs = append(errs, &LimitError{Field: "Slots", Must: "be between 1 and 64 (0 is 16)", Got: fmt.Sprint(slots)})
+	}
+	return errors.Join(errs...)
 }

@@ -68,6 +68,11 @@ type Policy struct {
 	// their average over the period's nominal length, Window that length
 	// in seconds, and FullIn the seconds until the period renews.
 	Period string `json:"period,omitempty"`
+	// Shape is the limit's shape: "" for a token bucket, ShapeCalendarQuota
+	// or ShapeStrictWindow. A strict window's Burst and Quota are its
+	// limit, Window its span in seconds, Rate the limit over the span,
+	// and FullIn the seconds until all it counts has left it.
+	Shape string `json:"shape,omitempty"`
 	// Mode is "enforce" or "shadow".
 	Mode string `json:"mode"`
 	// Key is the request's bucket key under the rule.
@@ -248,7 +253,7 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	for i, ru := range applied {
 		p := &res.Policies[i]
 		// Assigned whole: the policy is the scratch's, not a new one.
-		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Period: ru.period, Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy,
+		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Period: ru.period, Shape: ru.shape(), Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy,
 			quoted: ru.quoted, denial: ru.denial, Quota: quota(ru.Burst), Window: ru.window()}
 		if ru.head != ru {
 			// The rule's later limits share its key, cost and verdict.
@@ -291,7 +296,8 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 			l.observe(&q, now, &res, applied[i:i+n], res.Policies[i:i+n])
 		}
 	}
-	if res.Status == http.StatusTooManyRequests && (res.Reason == ReasonExceeded || res.Reason == ReasonQuotaExceeded) {
+	if res.Status == http.StatusTooManyRequests && (res.Reason == ReasonExceeded || res.Reason == ReasonQuotaExceeded ||
+		res.Reason == ReasonWindowExceeded) {
 		res.RetryAfter = res.JitteredRetryAfter(l.opts.seed)
 	}
 	return res
@@ -435,9 +441,9 @@ func (p *Policy) set(d engine.Decision, rate float64) {
 		p.RetryIn = -1
 	case !d.Allowed:
 		p.RetryIn = ceilSeconds(d.RetryAfter)
-	case p.Period != "":
-		// Allowed: the same cost passes again in this period, or at its
-		// renewal.
+	case p.Shape != "":
+		// Allowed: the same cost passes again now, or (bounded from
+		// above) when the quota renews or the window empties.
 		p.RetryIn = 0
 		if p.Cost > d.Remaining {
 			p.RetryIn = p.FullIn
@@ -480,8 +486,11 @@ func window(rate, burst float64) int64 { return int64(math.Ceil(burst / rate)) }
 
 // exceeded is the reason of a denial by r's bucket or quota.
 func (r *rule) exceeded() string {
-	if r.period != "" {
+	switch r.shape() {
+	case ShapeCalendarQuota:
 		return ReasonQuotaExceeded
+	case ShapeStrictWindow:
+		return ReasonWindowExceeded
 	}
 	return ReasonExceeded
 }

@@ -12,7 +12,7 @@ import (
 
 // JitteredRetryAfter is the Retry-After of a denial: the longest wait any
 // enforced policy needs (at least 1 s), plus a jitter in [0, 50 %] of it
-// (at most 300 s when a calendar quota denied) that is the same every time
+// (at most 300 s when a calendar quota or strict window denied) that is the same every time
 // for one key of the denying policy (and one seed), so that clients denied
 // together do not all come back together, and each client sees a stable
 // value. The jitter is never negative, so
@@ -30,10 +30,10 @@ func (res *Result) JitteredRetryAfter(seed uint64) int64 {
 	for i := range res.Policies {
 		if p := &res.Policies[i]; p.Name == res.DeniedBy {
 			key = p.Key
-			if p.Period != "" {
-				// A quota's renewal is days away: spreading its clients
-				// over half of that would keep them out for days after
-				// they have their tokens back.
+			if p.Shape != "" {
+				// A quota's renewal, a window's emptying, may be days
+				// away: spreading its clients over half of that would keep
+				// them out for days after they have their tokens back.
 				span = min(span, maxQuotaJitter)
 			}
 		}
@@ -42,8 +42,8 @@ func (res *Result) JitteredRetryAfter(seed uint64) int64 {
 }
 
 // maxQuotaJitter bounds, in seconds, the jitter of a denial by a calendar
-// quota: clients denied until one renewal come back spread over five
-// minutes after it.
+// quota or a strict window: clients denied until one renewal come back
+// spread over five minutes after it.
 const maxQuotaJitter = 300
 
 // jitterIn returns a value in [0, span], a deterministic function of the

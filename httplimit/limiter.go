@@ -38,6 +38,13 @@ const (
 	HeadersShadow
 )
 
+// The shapes of limit besides the token bucket, as Policy.Shape names
+// them.
+const (
+	ShapeCalendarQuota = "calendar_quota"
+	ShapeStrictWindow  = "strict_window"
+)
+
 // ReasonHeader names the header that says why a request was denied, or which
 // shadow rule would have denied it.
 const ReasonHeader = "X-Faucet-Reason"
@@ -49,6 +56,9 @@ const (
 	// ReasonQuotaExceeded: a calendar quota has fewer tokens left in its
 	// period than the cost; Retry-After points at its renewal.
 	ReasonQuotaExceeded = "quota_exceeded"
+	// ReasonWindowExceeded: a strict window has fewer tokens left in it
+	// than the cost; Retry-After points at when enough leaves it.
+	ReasonWindowExceeded = "window_exceeded"
 	// ReasonCostExceedsBurst: the cost is above a rule's burst, so the
 	// request can never pass; the 429 carries no Retry-After.
 	ReasonCostExceedsBurst = "cost_exceeds_burst"
@@ -230,6 +240,9 @@ type rule struct {
 	period     string
 	cal        engine.Calendar
 	anchorFrom anchorSources
+	// span and slots are a strict window's; span is 0 for other shapes.
+	span  time.Duration
+	slots int
 	// head is the first limit of the rule, whose parts are all of them
 	// (itself first): a rule applies, and is taken from, as a whole.
 	head     *rule
@@ -398,8 +411,11 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			r.head, r.parts = parts[0], parts
 			r.compileParts()
 			r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
-			if r.period != "" {
+			switch {
+			case r.period != "":
 				r.spec = engine.QuotaSpec(r.spec.ID, r.Name, r.Burst, r.cal)
+			case r.span != 0:
+				r.spec = engine.WindowSpec(r.spec.ID, r.Name, r.Burst, r.span, r.slots)
 			}
 			lim, err := l.opts.store.Bind(r.spec)
 			if err != nil {
@@ -413,7 +429,7 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			}
 			r.lim = lim
 			switch lim.(type) {
-			case *engine.Engine, *engine.Quota:
+			case *engine.Engine, *engine.Quota, *engine.Window:
 			default:
 				set.borrow = false
 			}
@@ -441,6 +457,12 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 		if qr, ok := r.lim.(quotaRetuner); ok && r.period != "" {
 			if err := qr.SetQuota(r.Burst, r.cal); err != nil {
 				return nil, fmt.Errorf("httplimit: the store bound %q to a quota that refuses its limit: %w", r.Name, err)
+			}
+			continue
+		}
+		if wr, ok := r.lim.(windowRetuner); ok && r.span != 0 {
+			if err := wr.SetLimitTokens(r.Burst); err != nil {
+				return nil, fmt.Errorf("httplimit: the store bound %q to a window that refuses its limit: %w", r.Name, err)
 			}
 			continue
 		}
@@ -497,6 +519,11 @@ func limitsOf(r *Rule) []*rule {
 		lm := &r.Limits[j]
 		u := &rule{Rule: *r, limitOf: r.Name}
 		u.Name, u.Rate, u.Burst, u.rateField, u.Limits = lm.Name, lm.Rate, lm.Burst, lm.rateField, nil
+		if lm.isWindow() {
+			u.span, u.slots = lm.Window, lm.Slots
+			u.Burst = lm.WindowLimit
+			u.Rate = lm.WindowLimit / lm.Window.Seconds()
+		}
 		if lm.isQuota() {
 			// Validated: the calendar loads.
 			u.cal, _ = lm.calendar()
@@ -513,10 +540,24 @@ func limitsOf(r *Rule) []*rule {
 // window is RateLimit-Policy's w: the seconds to refill an empty bucket,
 // or a quota's nominal period (engine.Period.Nominal).
 func (r *rule) window() int64 {
-	if r.period != "" {
+	switch {
+	case r.period != "":
 		return int64(r.cal.Period.Nominal() / time.Second)
+	case r.span != 0:
+		return int64((r.span + time.Second - 1) / time.Second)
 	}
 	return window(r.Rate, r.Burst)
+}
+
+// shape is the rule's shape of limit, as Policy.Shape names it.
+func (r *rule) shape() string {
+	switch {
+	case r.period != "":
+		return ShapeCalendarQuota
+	case r.span != 0:
+		return ShapeStrictWindow
+	}
+	return ""
 }
 
 // ruleName is the name of the rule r belongs to.
@@ -561,7 +602,7 @@ func (r *rule) compileParts() {
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), r.window())
 	r.denial = newDenialBody(r.Name, r.limitOf, r.Rate, r.Burst)
-	if r.period != "" {
+	if r.shape() != "" {
 		r.denial = nil // written by writeProblemSlow
 	}
 }
@@ -570,6 +611,12 @@ func (r *rule) compileParts() {
 // place, keeping what each key took (engine.Quota.SetQuota).
 type quotaRetuner interface {
 	SetQuota(n float64, cal engine.Calendar) error
+}
+
+// windowRetuner is a strict window that takes a new limit in place,
+// keeping what each key took (engine.Window.SetLimitTokens).
+type windowRetuner interface {
+	SetLimitTokens(n float64) error
 }
 
 // limitID names a rule's buckets (engine.Spec.ID): its name (a limit's, for

@@ -242,7 +242,7 @@ func TestRuleLimitsErrors(t *testing.T) {
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":1}]}`, "limits[0].burst", "required"},
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","burst":1}]}`, "limits[0].tokens_per_second", "required"},
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":1,"tokens_per_second":1,"burst":1}]}`, "limits[0].rps", "not both"},
-		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":1,"burst":1,"window":"1d"}]}`, "limits[0].window", "unknown field"},
+		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":1,"burst":1,"leak":"1d"}]}`, "limits[0].leak", "unknown field"},
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","algorithm":"leaky","rps":1,"burst":1}]}`, "limits[0].algorithm", `must be "token_bucket"`},
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":2,"burst":1}]}`, "limits[0].burst", "at least the rate"},
 		{`{"name":"r","limit_keys":["global"],"limits":[{"name":"a","rps":0,"burst":1}]}`, "limits[0].rps", "must be between"},

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ParseRules reads a rules document, {"rules": [ ... ]}, in the JSON
@@ -227,9 +228,11 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			continue
 		}
 		quota := member(item, "period") != nil || member(item, "quota") != nil
+		window := member(item, "window") != nil
 		if a := member(item, "algorithm"); a != nil && a.kind == jString {
-			quota = a.str == "calendar_quota"
+			quota, window = a.str == "calendar_quota", a.str == "strict_window"
 		}
+		quota = quota || window // neither has a rate
 		tps, rps := member(item, "tokens_per_second"), member(item, "rps")
 		switch {
 		case tps != nil && rps != nil:
@@ -246,8 +249,18 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			case "name":
 				lm.Name = d.str(field, m.value)
 			case "algorithm":
-				if s := d.str(field, m.value); s != "token_bucket" && s != "calendar_quota" && m.value.kind == jString {
-					d.bad(field, `must be "token_bucket" or "calendar_quota", got %s`, quote(s))
+				if s := d.str(field, m.value); s != "token_bucket" && s != "calendar_quota" && s != "strict_window" && m.value.kind == jString {
+					d.bad(field, `must be "token_bucket", "calendar_quota" or "strict_window", got %s`, quote(s))
+				}
+			case "limit":
+				lm.WindowLimit = d.num(field, m.value)
+			case "window":
+				lm.Window = d.span(field, m.value)
+			case "slots":
+				if x := d.num(field, m.value); x == math.Trunc(x) && x >= -1e6 && x <= 1e6 {
+					lm.Slots = int(x)
+				} else if !math.IsNaN(x) {
+					d.bad(field, "must be a whole number, got %v", x)
 				}
 			case "tokens_per_second", "rps":
 				if tps == nil || m.name == "tokens_per_second" {
@@ -266,13 +279,18 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			case "anchor_from":
 				d.anchorFrom(field, m.value, &lm.AnchorFrom)
 			default:
-				d.bad(field, "unknown field; a limit has name, algorithm, tokens_per_second (or rps) and burst, or quota, period, time_zone, anchor and anchor_from")
+				d.bad(field, "unknown field; a limit has name, algorithm, and tokens_per_second (or rps) and burst; or quota, period, time_zone, anchor and anchor_from; or limit, window and slots")
 			}
 		}
 		if member(item, "name") == nil {
 			d.bad(pre+"name", "required: a non-empty string, unique among rules and limits")
 		}
 		switch {
+		case window && member(item, "limit") == nil:
+			d.bad(pre+"limit", "required: the most a key may take in any span of the window")
+		case window && member(item, "window") == nil:
+			d.bad(pre+"window", `required: a span such as "24h" or "7d"`)
+		case window:
 		case quota && member(item, "quota") == nil:
 			d.bad(pre+"quota", "required: the tokens a key may take in each period")
 		case quota && member(item, "period") == nil:
@@ -430,4 +448,22 @@ func (d *ruleDecoder) anchorFrom(field string, v *jvalue, a *AnchorFrom) {
 			d.bad(f, "unknown field; anchor_from has day, weekday, hour, time_zone")
 		}
 	}
+}
+
+// span reads a strict window's span: a Go duration ("90s", "24h", "1h30m")
+// or a whole number of days ("7d").
+func (d *ruleDecoder) span(field string, v *jvalue) time.Duration {
+	s := d.str(field, v)
+	if v.kind != jString {
+		return 0
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n > 0 && n <= 366 {
+			return time.Duration(n) * 24 * time.Hour
+		}
+	} else if x, err := time.ParseDuration(s); err == nil && x > 0 {
+		return x
+	}
+	d.bad(field, `must be a span such as "90s", "24h" or "7d", got %s`, quote(s))
+	return -1
 }

@@ -52,8 +52,11 @@ func (res *Result) Problem() *Problem {
 		who = fmt.Sprintf("Limit %q of rule %q", res.DeniedBy, denier.Rule)
 	}
 	limit := fmt.Sprintf("%s allows %s per second with bursts of %s", who, tokens(denier.Rate), num(denier.Burst))
-	if denier.Period != "" {
+	switch {
+	case denier.Period != "":
 		limit = fmt.Sprintf("%s allows %s per %s", who, tokens(denier.Burst), denier.Period)
+	case denier.Shape == ShapeStrictWindow:
+		limit = fmt.Sprintf("%s allows %s in any %d s", who, tokens(denier.Burst), denier.Window)
 	}
 	if res.Reason == ReasonCostExceedsBurst {
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))

@@ -113,6 +113,14 @@ type Limit struct {
 	// set it.
 	AnchorFrom AnchorFrom
 
+	// WindowLimit, Window and Slots make the limit a strict window
+	// ("algorithm": "strict_window"): at most WindowLimit tokens (0.001 to
+	// 4e6) in any span of Window (1 s to 366 days), counted in Slots parts
+	// (1 to 64, 0 is 16; see engine.Window).
+	WindowLimit float64
+	Window      time.Duration
+	Slots       int
+
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string
 }
@@ -149,6 +157,9 @@ type AnchorFrom struct {
 
 // isQuota reports whether the limit is a calendar quota.
 func (lm *Limit) isQuota() bool { return lm.Period != "" || lm.Quota != 0 }
+
+// isWindow reports whether the limit is a strict window.
+func (lm *Limit) isWindow() bool { return lm.Window != 0 || lm.WindowLimit != 0 || lm.Slots != 0 }
 
 // maxLimits is the most limits one rule can have.
 const maxLimits = 8
@@ -359,11 +370,22 @@ func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
 		lm := &r.Limits[j]
 		pre := "limits[" + itoa(j) + "]."
 		validateName(lm.Name, func(field, format string, args ...any) { bad(pre+field, format, args...) })
-		if lm.isQuota() {
+		switch {
+		case lm.isQuota() && lm.isWindow():
+			bad(pre+"window", "a limit is a calendar quota (quota, period) or a strict window (limit, window), not both")
+			ok = false
+			continue
+		case lm.isQuota():
 			if !validateQuota(lm, pre, bad) {
 				ok = false
 			}
 			costCap = min(costCap, lm.Quota)
+			continue
+		case lm.isWindow():
+			if !validateWindow(lm, pre, bad) {
+				ok = false
+			}
+			costCap = min(costCap, lm.WindowLimit)
 			continue
 		}
 		if !validateLimit(lm.Rate, lm.Burst, lm.rateField, pre, bad) {
@@ -421,6 +443,26 @@ func validateQuota(lm *Limit, pre string, bad badFunc) (quotaOK bool) {
 		bad(pre+"anchor_from.weekday", `only a "week" period has a weekday to read`)
 	}
 	return quotaOK
+}
+
+// validateWindow checks a strict window's fields, and reports whether its
+// limit is valid.
+func validateWindow(lm *Limit, pre string, bad badFunc) (limitOK bool) {
+	if lm.Rate != 0 || lm.rateField != "" {
+		bad(pre+cmp.Or(lm.rateField, "tokens_per_second"), "a strict window has limit and window, not a rate")
+	}
+	if lm.Burst != 0 {
+		bad(pre+"burst", "a strict window has limit and window, not a burst")
+	}
+	limitOK = true
+	for _, le := range engine.LimitErrors(engine.CheckWindow(lm.WindowLimit, lm.Window, lm.Slots)) {
+		field := map[string]string{"Limit": "limit", "Window": "window", "Slots": "slots"}[le.Field]
+		if field == "limit" {
+			limitOK = false
+		}
+		bad(pre+field, "must %s, got %s", le.Must, le.Got)
+	}
+	return limitOK
 }
 
 // calendarField is the rules' name of each engine.Calendar field.
