@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,8 @@ type WindowConfig struct {
 //
 // Each key's counts are a small array under a per-key mutex (held for a
 // few dozen nanoseconds: no allocation, no call out); the keys are in a
-// concurrent map. A key costs about 120 bytes plus 4 per slot and its own
-// bytes; MaxKeys bounds them.
+// concurrent map. A key costs about 100 bytes plus 4 to 5 per slot and its
+// own bytes (Spec.BytesPerKey); MaxKeys bounds them.
 type Window struct {
 	// lim is the limit in force: SetLimitTokens replaces it.
 	lim    atomic.Pointer[windowLimit]
@@ -404,7 +405,7 @@ func (w *Window) give(h windowHeld, ns int64, key string) Decision {
 	return w.peek(ns, key, h.cost)
 }
 
-// keyFor is key's state, created if absent; with MaxKeys live, the
+// keyFor is key's state, created (with a copy of key) if absent; with MaxKeys live, the
 // overflow state (FullShare) or a capacity denial (FullDeny), counted.
 func (w *Window) keyFor(key string) (*windowKey, Decision, bool) {
 	if k, ok := w.keys.Load(key); ok {
@@ -427,7 +428,9 @@ func (w *Window) keyFor(key string) (*windowKey, Decision, bool) {
 	} else {
 		w.live.Add(1)
 	}
-	k, loaded := w.keys.LoadOrStore(key, w.newKey())
+	// A copy: callers may hand keys in memory they reuse (httplimit does),
+	// and the map keeps its keys.
+	k, loaded := w.keys.LoadOrStore(strings.Clone(key), w.newKey())
 	if loaded {
 		w.live.Add(-1)
 	}

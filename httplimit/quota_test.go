@@ -222,3 +222,22 @@ func TestQuotaErrors(t *testing.T) {
 		}
 	}
 }
+
+// A quota keyed by client address keeps each client apart, however the
+// check composes its keys.
+func TestQuotaKeysAreCopies(t *testing.T) {
+	c := quotaClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	l, _ := newLimiter(t, `{"rules":[{"name":"ip","limit_keys":["ip:address","method"],"limits":[
+		{"name":"ip-day","quota":1,"period":"day"}]}]}`, httplimit.Options{Now: c.Now})
+	h := l.Handler(okHandler)
+	ips := []string{"192.0.2.1", "192.0.2.2", "198.51.100.77", "2001:db8::1"}
+	for round, want := range []int{200, 429} {
+		for _, ip := range ips {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req(netip.AddrPortFrom(netip.MustParseAddr(ip), 1).String(), "/"))
+			if w.Code != want {
+				t.Errorf("round %d, %s: %d, want %d", round, ip, w.Code, want)
+			}
+		}
+	}
+}

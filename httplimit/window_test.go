@@ -79,3 +79,54 @@ func TestWindowErrors(t *testing.T) {
 		}
 	}
 }
+
+// A window keyed by client address keeps each client apart: the keys a
+// check composes in reused memory are copied when the window keeps them.
+func TestWindowKeysAreCopies(t *testing.T) {
+	c := quotaClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	l, _ := newLimiter(t, `{"rules":[{"name":"ip","limit_keys":["ip:address"],"limits":[
+		{"name":"ip-hour","limit":1,"window":"1h"}]}]}`, httplimit.Options{Now: c.Now})
+	h := l.Handler(okHandler)
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "198.51.100.77"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req(ip+":1", "/"))
+		if w.Code != 200 {
+			t.Fatalf("first request of %s: %d", ip, w.Code)
+		}
+	}
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "198.51.100.77"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req(ip+":1", "/"))
+		if w.Code != 429 {
+			t.Errorf("second request of %s in the hour: %d, want 429", ip, w.Code)
+		}
+	}
+}
+
+// A memory budget per limit refuses a window whose keys could exceed it,
+// saying by how much and what to lower.
+func TestWindowMemoryBudget(t *testing.T) {
+	rules, err := httplimit.ParseRules([]byte(`{"rules":[{"name":"ip","limit_keys":["ip:address"],"limits":[
+		{"name":"ip-day","limit":100,"window":"1d","slots":64}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: 1_000_000, MaxBytesPerLimit: 256 << 20})
+	defer store.Close()
+	_, err = httplimit.New(rules, httplimit.Options{Store: store})
+	if err == nil || !strings.Contains(err.Error(), `"ip-day"`) || !strings.Contains(err.Error(), "1000000 keys of 425 bytes each are 405 MiB, above the 256 MiB") ||
+		!strings.Contains(err.Error(), "lower its slots") {
+		t.Fatalf("a window over budget: %v", err)
+	}
+	rules[0].Limits[0].Slots = 16
+	l, err := httplimit.New(rules, httplimit.Options{Store: store})
+	if err != nil {
+		t.Fatalf("16 slots (185 MB): %v", err)
+	}
+	l.Close()
+	unbounded := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxBytesPerLimit: 256 << 20})
+	defer unbounded.Close()
+	if _, err := httplimit.New(rules, httplimit.Options{Store: unbounded}); err == nil || !strings.Contains(err.Error(), "unbounded") {
+		t.Fatalf("unbounded keys under a budget: %v", err)
+	}
+}

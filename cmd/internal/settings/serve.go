@@ -22,6 +22,9 @@ type Serve struct {
 	ForwardedHeader string
 	IPv6Prefix      int
 	MaxKeys         int
+	// MaxLimitMiB bounds the memory of one limit's keys at MaxKeys, in
+	// MiB (0: none).
+	MaxLimitMiB     int
 	OnFull          string
 	JitterSeed      uint64
 	Watch           time.Duration
@@ -69,6 +72,7 @@ func (s *Serve) Register(fs *flag.FlagSet) {
 	fs.StringVar(&s.ForwardedHeader, "forwarded-header", "X-Forwarded-For", "header trusted proxies append to: X-Forwarded-For or Forwarded")
 	fs.IntVar(&s.IPv6Prefix, "ipv6-prefix", 64, "prefix length that keys IPv6 clients")
 	fs.IntVar(&s.MaxKeys, "max-keys", 1_000_000, "most live buckets per rule (0: unbounded); in-memory buckets only, Redis expires its own")
+	fs.IntVar(&s.MaxLimitMiB, "max-limit-memory", 1024, "most `MiB` one limit's keys may use at --max-keys; a strict window that could use more fails to load (0: no bound)")
 	fs.StringVar(&s.OnFull, "on-full", "share", "what a new key gets while --max-keys buckets are live and none is full: share (all such keys take from one overflow bucket per rule, at the rule's rate and burst) or deny")
 	fs.Uint64Var(&s.JitterSeed, "jitter-seed", 0, "seed of the Retry-After jitter; share it between instances")
 	fs.DurationVar(&s.Watch, "watch", 2*time.Second, "how often to check the rules file for changes (0: only on SIGHUP)")
@@ -124,6 +128,9 @@ func (s *Serve) Options() (httplimit.Options, []string) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			problems = append(problems, fmt.Sprintf("--upstream: %q is not an http:// or https:// URL", s.Upstream))
 		}
+	}
+	if s.MaxLimitMiB < 0 {
+		problems = append(problems, "--max-limit-memory: must be 0 (no bound) or a positive number of MiB")
 	}
 	if s.MaxKeys < 0 {
 		problems = append(problems, "--max-keys: must be 0 (unbounded) or positive")

@@ -23,7 +23,8 @@ func Open(s *settings.Serve, logger *slog.Logger) (engine.Store, func() error, e
 		return openPostgres(s, logger)
 	}
 	if s.Redis.Addrs == "" {
-		m := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: s.MaxKeys, OnFull: s.FullPolicy()})
+		m := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: s.MaxKeys, OnFull: s.FullPolicy(),
+			MaxBytesPerLimit: int64(s.MaxLimitMiB) << 20})
 		return m, m.Close, nil
 	}
 	return openRedis(s, logger)
