@@ -46,14 +46,17 @@ func (s *Source) Rules(ctx context.Context) ([]httplimit.Rule, error) {
 }
 
 func (s *Source) read(ctx context.Context, id pgx.Identifier) ([]Row, error) {
-	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan FROM ` + id.Sanitize() + ` WHERE is_active`
+	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan,
+	quota_period, time_zone, anchor_month, anchor_day, anchor_weekday, anchor_hour
+FROM ` + id.Sanitize() + ` WHERE is_active`
 	rows, err := s.DB.Query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var row Row
-		err := r.Scan(&row.RuleID, &row.KeyPattern, &row.Scope, &row.RatePerSecond, &row.BurstCapacity, &row.Plan)
+		err := r.Scan(&row.RuleID, &row.KeyPattern, &row.Scope, &row.RatePerSecond, &row.BurstCapacity, &row.Plan,
+			&row.QuotaPeriod, &row.TimeZone, &row.AnchorMonth, &row.AnchorDay, &row.AnchorWeekday, &row.AnchorHour)
 		return row, err
 	})
 }
@@ -65,12 +68,25 @@ type ReadError struct {
 	Err   error
 }
 
-func (e *ReadError) Error() string { return "pgrules: reading " + e.Table + ": " + e.Err.Error() }
+func (e *ReadError) Error() string {
+	msg := "pgrules: reading " + e.Table + ": " + e.Err.Error()
+	if e.MissingColumn() {
+		msg += " (Install adds the calendar quota columns)"
+	}
+	return msg
+}
 
 // Missing reports whether the table does not exist (Install creates it).
 func (e *ReadError) Missing() bool {
 	var pe *pgconn.PgError
 	return errors.As(e.Err, &pe) && pe.Code == "42P01" // undefined_table
+}
+
+// MissingColumn reports whether the table lacks a column the rules read:
+// one created before calendar quotas, which Install adds.
+func (e *ReadError) MissingColumn() bool {
+	var pe *pgconn.PgError
+	return errors.As(e.Err, &pe) && pe.Code == "42703" // undefined_column
 }
 
 func (e *ReadError) Unwrap() error { return e.Err }
