@@ -15,10 +15,10 @@
 // # The table
 //
 // Install creates it, with the columns and indexes of the seed design (see
-// Schema), and two columns the seed lacks: rule_name, the rule (or limit) that denied,
-// since rule_id is known only when rules live in the database, and shadow,
-// which tells a shadow rule's would-deny from a denial. Rows map from
-// httplimit.Denial so:
+// Schema), and two columns the seed lacks: rule_name, the rule (or limit)
+// that denied, since rule_id is known only when rules live in the
+// database, and shadow, which tells a shadow rule's would-deny from a
+// denial. Rows map from httplimit.Denial so:
 //
 //	bucket_key      the bucket key (Denial.Key), at most 256 characters
 //	user_id         Denial.Identity if it is a decimal int64 in canonical
