@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/jackc/pgx/v5"
@@ -46,9 +48,27 @@ func (s *Source) Rules(ctx context.Context) ([]httplimit.Rule, error) {
 }
 
 func (s *Source) read(ctx context.Context, id pgx.Identifier) ([]Row, error) {
-	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan,
-	quota_period, time_zone, anchor_month, anchor_day, anchor_weekday, anchor_hour
-FROM ` + id.Sanitize() + ` WHERE is_active`
+	// A table made before calendar quotas lacks their columns until
+	// Install adds them; it holds token buckets only, read as such. A
+	// missing table has no columns here, and fails the SELECT.
+	names, err := s.DB.Query(ctx, `SELECT attname::text FROM pg_attribute
+WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped AND attname = ANY ($2)`, id.Sanitize(), quotaColumnNames)
+	if err != nil {
+		return nil, err
+	}
+	present, err := pgx.CollectRows(names, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]string, len(quotaColumnNames))
+	for i, c := range quotaColumnNames {
+		cols[i] = c
+		if !slices.Contains(present, c) {
+			cols[i] = "NULL::" + quotaColumnTypes[i]
+		}
+	}
+	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan, ` + strings.Join(cols, ", ") +
+		` FROM ` + id.Sanitize() + ` WHERE is_active`
 	rows, err := s.DB.Query(ctx, q)
 	if err != nil {
 		return nil, err
@@ -61,6 +81,13 @@ FROM ` + id.Sanitize() + ` WHERE is_active`
 	})
 }
 
+// quotaColumnNames are the calendar quota columns (quotaColumnsDDL), in
+// the order read scans them.
+var (
+	quotaColumnNames = []string{"quota_period", "time_zone", "anchor_month", "anchor_day", "anchor_weekday", "anchor_hour"}
+	quotaColumnTypes = []string{"text", "text", "smallint", "smallint", "text", "smallint"}
+)
+
 // ReadError is a failure to read the table: the database is unreachable,
 // or the table is missing or lacks a column.
 type ReadError struct {
@@ -68,25 +95,12 @@ type ReadError struct {
 	Err   error
 }
 
-func (e *ReadError) Error() string {
-	msg := "pgrules: reading " + e.Table + ": " + e.Err.Error()
-	if e.MissingColumn() {
-		msg += " (Install adds the calendar quota columns)"
-	}
-	return msg
-}
+func (e *ReadError) Error() string { return "pgrules: reading " + e.Table + ": " + e.Err.Error() }
 
 // Missing reports whether the table does not exist (Install creates it).
 func (e *ReadError) Missing() bool {
 	var pe *pgconn.PgError
 	return errors.As(e.Err, &pe) && pe.Code == "42P01" // undefined_table
-}
-
-// MissingColumn reports whether the table lacks a column the rules read:
-// one created before calendar quotas, which Install adds.
-func (e *ReadError) MissingColumn() bool {
-	var pe *pgconn.PgError
-	return errors.As(e.Err, &pe) && pe.Code == "42703" // undefined_column
 }
 
 func (e *ReadError) Unwrap() error { return e.Err }
