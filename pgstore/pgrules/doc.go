@@ -38,16 +38,16 @@
 // time_zone, at the anchor; see httplimit.Limit), with rate_per_second 0.
 // A request costs 1.
 //
-// Names keep a row's buckets across reloads while its scope, key_pattern
-// and plan stay, whatever else changes, rows joining or leaving its key
-// among them. A row alone on its key, a token bucket, is the rule
+// Names keep a row's buckets across reloads while its scope and
+// key_pattern stay, whatever else changes (its rate, burst or plan, rows
+// joining or leaving its key). A token bucket alone on its key is the rule
 // "rule-<rule_id>" (RuleName). Rows that are several on a key, or a
 // calendar quota, are the rule "group-<lowest rule_id>" (GroupName) with
 // one limit per row, by rule_id, each named "rule-<rule_id>": the name the
 // RateLimit headers, metrics and denials give the row. httplimit names a
 // limit's buckets, as a rule's, by its name and limit keys, so a row that
-// gains or loses a sibling keeps its bucket; the group's own name may
-// change, its buckets do not.
+// gains or loses a sibling keeps its bucket; the group's name follows its
+// lowest rule_id, the buckets do not depend on it.
 //
 // The keys:
 //
