@@ -2,6 +2,7 @@ package pgrules_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -145,7 +146,7 @@ func TestMappingGroupBadRows(t *testing.T) {
 	for _, want := range []string{
 		"rule 1: key_pattern: left out with rules 2, 3: the rows sharing a scope, key_pattern and plan are one rule, in force all or none",
 		`rule 2: rate_per_second: a calendar quota (quota_period "day") has burst_capacity tokens per period and no rate: must be 0, got 5`,
-		"rule 3: anchor_hour: only a calendar quota (quota_period set) has one: must be NULL, got 3",
+		"rule 3: anchor_hour: only a calendar quota (quota_period set) has an anchor: must be NULL, got 3",
 		"rule 4: key_pattern: left out with rule 5: the rows",
 		"rule 5: burst_capacity: must be at least the rate (10), got 5",
 		`rule 6: scope: must be "user", "endpoint", "global" or "ip", got "tenant"`,
@@ -184,5 +185,38 @@ func TestMappingGroupTooManyRows(t *testing.T) {
 	}
 	if want := "rule 9: key_pattern: the rows sharing a scope, key_pattern and plan are one rule, which must hold at most 8 limits, got 9"; !strings.Contains(err.Error(), want) {
 		t.Errorf("no %q in\n%v", want, err)
+	}
+}
+
+// A group that can never apply, because an earlier rule keys requests the
+// same way for the same plans, names each of its rows and the earlier
+// group by its lowest row.
+func TestMappingGroupNeverApplies(t *testing.T) {
+	rows := []pgrules.Row{
+		{RuleID: 1, KeyPattern: "ip:{ip}", Scope: "ip", RatePerSecond: 1, BurstCapacity: 2},
+		{RuleID: 2, KeyPattern: "ip:{ip}", Scope: "ip", QuotaPeriod: plan("day"), BurstCapacity: 100},
+		{RuleID: 3, KeyPattern: "ip:{client}", Scope: "ip", RatePerSecond: 1, BurstCapacity: 2},
+		{RuleID: 4, KeyPattern: "ip:{client}", Scope: "ip", RatePerSecond: 1, BurstCapacity: 5, TimeZone: plan("UTC")},
+	}
+	rules, err := pgrules.Mapping{}.Rules(rows, httplimit.Options{})
+	if got, want := names(rules), []string{"group-1"}; !slices.Equal(got, want) {
+		t.Errorf("kept %q, want %q", got, want)
+	}
+	msg := fmt.Sprint(err)
+	for _, want := range []string{
+		"rule 3: key_pattern: left out with rule 4",
+		"rule 4: time_zone: only a calendar quota (quota_period set) has a time zone: must be NULL, got \"UTC\"",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("no %q in\n%s", want, msg)
+		}
+	}
+	rows[3].TimeZone = nil
+	_, err = pgrules.Mapping{}.Rules(rows, httplimit.Options{})
+	msg = fmt.Sprint(err)
+	for _, id := range []string{"3", "4"} {
+		if want := "rule " + id + ": key_pattern: the rule can never apply: rule 1 comes first"; !strings.Contains(msg, want) {
+			t.Errorf("no %q in\n%s", want, msg)
+		}
 	}
 }

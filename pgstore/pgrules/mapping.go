@@ -288,7 +288,11 @@ func limitOf(row Row) (httplimit.Limit, []*Problem) {
 		lm.Rate, lm.Burst = row.RatePerSecond, float64(row.BurstCapacity)
 		for _, c := range quotaColumns(row) {
 			if c.set {
-				bad(c.column, "only a calendar quota (quota_period set) has one: must be NULL, got %s", c.value)
+				what := "an anchor"
+				if c.column == "time_zone" {
+					what = "a time zone"
+				}
+				bad(c.column, "only a calendar quota (quota_period set) has %s: must be NULL, got %s", what, c.value)
 			}
 		}
 		return lm, probs
