@@ -15,10 +15,10 @@
 // # The table
 //
 // Install creates it, with the columns and indexes of the seed design (see
-// Schema), and two columns the seed lacks: rule_name, the rule that denied,
-// since rule_id is known only when rules live in the database, and shadow,
-// which tells a shadow rule's would-deny from a denial. Rows map from
-// httplimit.Denial so:
+// Schema), and two columns the seed lacks: rule_name, the rule (or limit)
+// that denied, since rule_id is known only when rules live in the
+// database, and shadow, which tells a shadow rule's would-deny from a
+// denial. Rows map from httplimit.Denial so:
 //
 //	bucket_key      the bucket key (Denial.Key), at most 256 characters
 //	user_id         Denial.Identity if it is a decimal int64 in canonical
@@ -28,8 +28,10 @@
 //	endpoint        "METHOD /path", at most 255 characters
 //	requested_at    when the decision was made
 //	tokens_at_time  the tokens the bucket held at the decision
-//	rule_id         Options.RuleID of the rule's name, else NULL
-//	rule_name       the rule's name
+//	rule_id         Options.RuleID of the name in rule_name (else of the
+//	                rule's), else NULL
+//	rule_name       the name of the limit that denied (Denial.Limit) for a
+//	                rule with several, else the rule's
 //	shadow          true for a shadow rule's would-deny
 //
 // A bucket key or endpoint longer than its column is cut at a character

@@ -1,6 +1,7 @@
 package pgaudit
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
@@ -45,13 +46,19 @@ func row(d *httplimit.Denial, ruleID func(string) (int64, bool), vals []any) {
 	}
 	vals[4] = at
 	vals[5] = d.Remaining
+	// A rule with several limits denies by one of them: the row is the
+	// limit's, as the RateLimit fields name it (a rules table keeps a row
+	// per limit).
+	name := cmp.Or(d.Limit, d.Rule)
 	vals[6] = nil
 	if ruleID != nil {
-		if id, ok := ruleID(d.Rule); ok {
+		if id, ok := ruleID(name); ok {
+			vals[6] = id
+		} else if id, ok := ruleID(d.Rule); ok && name != d.Rule {
 			vals[6] = id
 		}
 	}
-	vals[7] = fit(d.Rule, ruleChars)
+	vals[7] = fit(name, ruleChars)
 	vals[8] = d.Shadow
 }
 

@@ -35,8 +35,10 @@ type Options struct {
 	// (default 5 s); the first retry waits 50 ms, each next one twice the last.
 	MaxBackoff time.Duration
 	// RuleID, if set, gives the rule_id of a rule's name (from a rules table,
-	// say); without it, or when it reports false, rule_id is NULL. It is
-	// called by the Writer's goroutine, never on the request path.
+	// say: pgrules.RuleIDOf). It is asked first for the name of the limit
+	// that denied, for a rule with several, then for the rule's; without
+	// it, or when it reports false, rule_id is NULL. It is called by the
+	// Writer's goroutine, never on the request path.
 	RuleID func(rule string) (int64, bool)
 	// OnError, if set, is called with every failed COPY, from the Writer's
 	// goroutine.

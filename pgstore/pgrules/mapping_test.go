@@ -63,7 +63,8 @@ func TestMappingEveryScopeAndPlan(t *testing.T) {
 
 func rulesEqual(a, b []httplimit.Rule) bool {
 	return slices.EqualFunc(a, b, func(x, y httplimit.Rule) bool {
-		if x.Name != y.Name || x.Rate != y.Rate || x.Burst != y.Burst || !slices.Equal(x.LimitKeys, y.LimitKeys) || len(x.Match) != len(y.Match) {
+		if x.Name != y.Name || x.Rate != y.Rate || x.Burst != y.Burst || !slices.Equal(x.LimitKeys, y.LimitKeys) ||
+			!slices.Equal(x.Limits, y.Limits) || len(x.Match) != len(y.Match) {
 			return false
 		}
 		for k, v := range x.Match {
@@ -208,7 +209,7 @@ func TestRuleIDOf(t *testing.T) {
 			t.Errorf("RuleIDOf(RuleName(%d)) = %d, %v", id, got, ok)
 		}
 	}
-	for _, name := range []string{"rule-", "rule-007", "rule-+7", "rule-x", "per-ip", "rule-7 ", "rule-99999999999999999999"} {
+	for _, name := range []string{pgrules.GroupName(7), "rule-", "rule-007", "rule-+7", "rule-x", "per-ip", "rule-7 ", "rule-99999999999999999999"} {
 		if id, ok := pgrules.RuleIDOf(name); ok {
 			t.Errorf("RuleIDOf(%q) = %d, want no id", name, id)
 		}

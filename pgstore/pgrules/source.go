@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/faucetgo/faucet/httplimit"
 	"github.com/jackc/pgx/v5"
@@ -46,17 +48,45 @@ func (s *Source) Rules(ctx context.Context) ([]httplimit.Rule, error) {
 }
 
 func (s *Source) read(ctx context.Context, id pgx.Identifier) ([]Row, error) {
-	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan FROM ` + id.Sanitize() + ` WHERE is_active`
+	// A table made before calendar quotas lacks their columns until
+	// Install adds them; it holds token buckets only, read as such. A
+	// missing table has no columns here, and fails the SELECT.
+	names, err := s.DB.Query(ctx, `SELECT attname::text FROM pg_attribute
+WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped AND attname = ANY ($2)`, id.Sanitize(), quotaColumnNames)
+	if err != nil {
+		return nil, err
+	}
+	present, err := pgx.CollectRows(names, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]string, len(quotaColumnNames))
+	for i, c := range quotaColumnNames {
+		cols[i] = c
+		if !slices.Contains(present, c) {
+			cols[i] = "NULL::" + quotaColumnTypes[i]
+		}
+	}
+	q := `SELECT rule_id, key_pattern, scope, rate_per_second, burst_capacity, plan, ` + strings.Join(cols, ", ") +
+		` FROM ` + id.Sanitize() + ` WHERE is_active`
 	rows, err := s.DB.Query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var row Row
-		err := r.Scan(&row.RuleID, &row.KeyPattern, &row.Scope, &row.RatePerSecond, &row.BurstCapacity, &row.Plan)
+		err := r.Scan(&row.RuleID, &row.KeyPattern, &row.Scope, &row.RatePerSecond, &row.BurstCapacity, &row.Plan,
+			&row.QuotaPeriod, &row.TimeZone, &row.AnchorMonth, &row.AnchorDay, &row.AnchorWeekday, &row.AnchorHour)
 		return row, err
 	})
 }
+
+// quotaColumnNames are the calendar quota columns (quotaColumnsDDL), in
+// the order read scans them.
+var (
+	quotaColumnNames = []string{"quota_period", "time_zone", "anchor_month", "anchor_day", "anchor_weekday", "anchor_hour"}
+	quotaColumnTypes = []string{"text", "text", "smallint", "smallint", "text", "smallint"}
+)
 
 // ReadError is a failure to read the table: the database is unreachable,
 // or the table is missing or lacks a column.

@@ -160,3 +160,65 @@ func TestWatchListensAgainAfterRestart(t *testing.T) {
 	exec(`INSERT INTO ratelimitrule (rule_id, key_pattern, scope, rate_per_second, burst_capacity) VALUES (3, 'endpoint:/x', 'endpoint', 1, 1)`)
 	waitFor(t, got, "rule-3 after the restart", hasRule("rule-3"))
 }
+
+// A row added to another's key_pattern and plan turns that row's rule
+// into a group of two limits, and the first row keeps its bucket; when the
+// second row goes, the first is a plain rule again, its bucket still kept.
+func TestWatchGroupKeepsBuckets(t *testing.T) {
+	db, exec := newDB(t)
+	_, rules, got := startWatcher(t, db, pgrules.WatchOptions{Poll: time.Hour}, exec)
+	now := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	lim, err := httplimit.New(rules, httplimit.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	check := func() httplimit.Result {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1"
+		return lim.Check(r)
+	}
+	remaining := func(res httplimit.Result, name string) float64 {
+		t.Helper()
+		for _, p := range res.Policies {
+			if p.Name == name {
+				return p.Remaining
+			}
+		}
+		t.Fatalf("no policy %q in %+v", name, res.Policies)
+		return 0
+	}
+	check()
+	if res := check(); remaining(res, "rule-1") != 1 {
+		t.Fatalf("rule-1 after two requests: %+v, want 1 of 3 left", res.Policies)
+	}
+
+	exec(`INSERT INTO ratelimitrule (rule_id, key_pattern, scope, rate_per_second, burst_capacity, quota_period) VALUES (3, 'ip:{ip}', 'ip', 0, 100, 'day')`)
+	d := waitFor(t, got, "group-1", hasRule("group-1"))
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	i := slices.Index(names(d.rules), "group-1")
+	if l := d.rules[i].Limits; len(l) != 2 || l[0].Name != "rule-1" || l[1].Name != "rule-3" || l[1].Period != "day" {
+		t.Fatalf("group-1's limits %+v, want rule-1 and rule-3's daily quota", l)
+	}
+	if err := lim.Reload(d.rules); err != nil {
+		t.Fatal(err)
+	}
+	res := check()
+	if !res.Allowed || remaining(res, "rule-1") != 0 || remaining(res, "rule-3") != 99 {
+		t.Fatalf("first request after the reload: %+v, want allowed, rule-1's bucket kept (0 left), rule-3's quota new (99 left)", res)
+	}
+	if res := check(); res.Allowed || res.DeniedBy != "rule-1" || remaining(res, "rule-3") != 99 {
+		t.Errorf("next request: %+v, want denied by rule-1, rule-3 charged nothing", res)
+	}
+
+	exec(`DELETE FROM ratelimitrule WHERE rule_id = 3`)
+	d = waitFor(t, got, "rule-1 alone again", hasRule("rule-1"))
+	if err := lim.Reload(d.rules); err != nil {
+		t.Fatal(err)
+	}
+	if res := check(); res.Allowed || res.DeniedBy != "rule-1" {
+		t.Errorf("rule-1 a plain rule again: %+v, want denied by rule-1 (its bucket kept, still empty)", res)
+	}
+}

@@ -22,7 +22,7 @@ type RulesDB struct {
 func (f *RulesDB) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.DSN, "rules-db", "", "read the rules from a PostgreSQL table at this `DSN` instead of a file (no password in it: PGPASSWORD or a password file)")
 	fs.StringVar(&f.Table, "rules-db-table", pgrules.DefaultTable, "the rules' `TABLE`, or schema.table")
-	fs.BoolVar(&f.Install, "rules-db-install", false, "create the rules table if missing, and the trigger that notifies its changes")
+	fs.BoolVar(&f.Install, "rules-db-install", false, "create the rules table if missing (or upgrade it: add the calendar quota columns, drop UNIQUE (key_pattern, plan)), and the trigger that notifies its changes")
 	fs.StringVar(&f.UserKey, "rules-db-user-key", pgrules.DefaultUserKey, "limit `KEY` of the rows of scope user: where a request's user comes from")
 	fs.StringVar(&f.PlanKey, "rules-db-plan-key", pgrules.DefaultPlanKey, "match `KEY` a row's plan is compared with")
 	fs.DurationVar(&f.Poll, "rules-db-poll", time.Minute, "how often to re-read the rules table without a notification of a change")

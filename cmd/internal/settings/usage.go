@@ -87,7 +87,8 @@ PostgreSQL table (--rules-db-table, created if missing with its trigger by
 user:{name} by --rules-db-user-key, endpoint:/path limits that path as one
 bucket, global everything as one; a row's plan is a tier matched against
 --rules-db-plan-key, a NULL plan applies to every plan without a row of its
-own. A change is in force as soon as the trigger's notification arrives,
+own. Rows sharing a key_pattern and plan are one rule, a limit each (a row
+with quota_period is a calendar quota of burst_capacity tokens a period). A change is in force as soon as the trigger's notification arrives,
 or within --rules-db-poll; buckets of unchanged rows are kept. A bad row is
 logged by rule_id with every problem and left out, the others apply. An
 unreachable database stops serve from starting; later, the rules in force
