@@ -45,7 +45,10 @@
 // "Europe/Berlin", "anchor": {"day": 15}, "anchor_from": {"day":
 // "jwt:billing_day"}}, renewed whole when each period of the zone's
 // calendar begins (Limit, engine.Calendar); a denial by it is reason
-// quota_exceeded, with Retry-After at the renewal.
+// quota_exceeded, with Retry-After at the renewal. A limit with a
+// "window" is a strict window: {"name": "mail-day", "limit": 100,
+// "window": "24h", "slots": 24} never admits more than 100 in any 24
+// hours (engine.Window); its denial is reason window_exceeded.
 // At most 8 limits; names of rules and limits are unique together. A
 // request takes its cost from every limit of the rule or from none; each
 // limit is one item of the header fields, one entry of Stats and of
