@@ -42,6 +42,28 @@ func sameCalendar(a, b *Calendar) bool {
 		a.Weekday == b.Weekday && a.Hour == b.Hour
 }
 
+// QuotaRetuner is implemented by calendar quotas, which change their quota
+// and calendar in place, keeping what every key took: the Quota, and the
+// quota limiters of remote stores. A Pool shares such a limiter among the
+// Binds of an ID whose Spec has a Calendar, and their caller applies each
+// Spec with SetQuota(Spec.Burst, *Spec.Calendar).
+type QuotaRetuner interface {
+	Limiter
+	// Calendar returns the quota's own calendar.
+	Calendar() Calendar
+	// SetQuota gives every key n tokens per period of cal from now on,
+	// as Quota.SetQuota does. It fails, changing nothing, for a quota or
+	// calendar NewQuota refuses.
+	SetQuota(n float64, cal Calendar) error
+}
+
+// CheckQuota reports what NewQuota would refuse in a quota of n tokens per
+// period of cal: each field as a *LimitError (Quota; Period, Month, Day,
+// Weekday, Hour).
+func CheckQuota(n float64, cal Calendar) error {
+	return Spec{Burst: n, Calendar: &cal}.checkQuota()
+}
+
 // Store makes and shares the Limiters of many limits, such as the rules of
 // an httplimit middleware, which bind them when the rules load and release
 // them when a reload drops them.
@@ -116,10 +138,10 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.byID[s.ID] {
-		if _, ok := e.l.(*Quota); ok != (s.Calendar != nil) {
+		if _, ok := e.l.(QuotaRetuner); ok != (s.Calendar != nil) {
 			continue // a quota and a token bucket never share
 		} else if ok {
-			// A Quota retunes in place (the caller applies s with
+			// A quota retunes in place (the caller applies s with
 			// SetQuota), keeping what every key took.
 			if err := s.checkQuota(); err != nil {
 				return nil, fmt.Errorf("%q: %w", s.Name, err)
