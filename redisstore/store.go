@@ -125,7 +125,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
 		if s.Calendar != nil {
-			return nil, fmt.Errorf("%w: the Redis store keeps token buckets, not calendar quotas such as %q", ErrInvalidConfig, s.Name)
+			return opts.quota(c, s)
 		}
 		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
@@ -148,6 +148,31 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		return heartbeat(c, opts.Prefix, every)
 	})
 	return st, nil
+}
+
+// quota returns the Quota of s, a Spec with a Calendar: keys under
+// Prefix, then the ID, then ":quota"; no fallback (its failure policy is
+// FailClosed, so that a failure never admits on its own). Leases do not
+// apply to quotas: a store with leases refuses them.
+func (o *StoreOptions) quota(c client, s engine.Spec) (engine.Limiter, error) {
+	if o.Lease != nil {
+		return nil, invalid("%q is a calendar quota, which a store with leases (StoreOptions.Lease) does not keep", s.Name)
+	}
+	q, err := newQuotaState(s.Burst, *s.Calendar)
+	if err != nil {
+		return nil, err
+	}
+	// A token bucket's checks, of a limit every option combines with, for
+	// the options; the quota replaces its units and key base.
+	cfg := Config{Limit: 1, Burst: 1, Prefix: o.Prefix + escapeKey(s.ID) + ":", Timeout: o.Timeout,
+		BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed, MaxBatch: 1}
+	l, err := newLimiter(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.s.keyBase = l.s.Prefix + "quota"
+	l.escape, l.quota = true, q
+	return &Quota{l: l}, nil
 }
 
 // config is the Config of s's Limiter, whose fallback follows peers unless
