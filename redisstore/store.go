@@ -84,6 +84,10 @@ const DefaultStorePrefix = "faucet:http:"
 // of one client decide a TakeAll together, with its atomicity and its bound
 // when the keys fall in different hash slots (see Limiter.TakeAll).
 //
+// A Spec with a Calendar gets a Quota (see Quota), unless opts.Lease is
+// set: a store with leases refuses quotas. Quotas are retuned in place
+// (Quota.SetQuota, engine.QuotaRetuner), keeping what each key used.
+//
 // The Limiters are not engine.Retuners: a Spec whose rate or burst changed
 // gets a Limiter of its own whose buckets start full (engine.Store). The
 // instances that share buckets reload at different moments: for a while some
