@@ -37,9 +37,10 @@ import (
 // Near a renewal, clocks a few seconds apart agree on where periods end:
 // the server's clock picks between b1 and b2, so an instance whose clock
 // is s seconds behind the server's still renews each key at the server's
-// b1, and one s seconds ahead sends the next period's bounds s seconds
-// early, which the server reads as the period it is still in ending at b1
-// (the new period's b1 is the old b2).
+// b1. One s seconds ahead sends the next period's bounds for the last s
+// seconds of a period: a key in its period keeps it to its end, and a key
+// that begins a period then begins the next one, a few seconds early (what
+// it takes counts toward that period).
 //
 // A denial writes nothing. Its RetryAfter is the time to the period's end
 // (InfDuration for a cost above the quota), Remaining the quota less what
