@@ -36,7 +36,7 @@ type Limiter struct {
 	escape bool
 	// quota, if not nil, makes the Limiter a calendar quota's (see Quota):
 	// its takes go through takeScript, never batched.
-	quota *quotaState
+	quota *remote.Quota
 }
 
 var _ engine.Limiter = (*Limiter)(nil)

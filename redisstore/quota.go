@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
-	"github.com/faucetgo/faucet/internal/fixedpoint"
+	"github.com/faucetgo/faucet/internal/remote"
 )
 
 // Quota is a calendar quota whose keys live in Redis: each key may take
@@ -62,91 +61,13 @@ var _ engine.QuotaRetuner = (*Quota)(nil)
 // nothing was taken.
 var ErrClockAhead = errors.New("redisstore: the server's clock is more than a quota period ahead of the instance's")
 
-// quotaState is a quota Limiter's quota and calendar, and its clock.
-type quotaState struct {
-	set atomic.Pointer[quotaSet]
-	// now is the instance's clock the bounds are read on: time.Now.
-	now func() time.Time
-	// boundsFor, if not nil, replaces the calendar's bounds (a test's).
-	boundsFor func(now time.Time, cal engine.Calendar) (b1, b2 int64)
-}
-
-// quotaSet is a quota and calendar, replaced whole by SetQuota.
-type quotaSet struct {
-	n        float64
-	cal      engine.Calendar
-	capacity uint64
-	// period caches the bounds of cal around the instant they were last
-	// read: most takes find them there.
-	period atomic.Pointer[quotaBounds]
-}
-
-// quotaBounds are the bounds b1, b2 of the instants from start to b1.
-type quotaBounds struct {
-	start  time.Time
-	b1, b2 int64 // Unix milliseconds
-	end    time.Time
-}
-
-func newQuotaState(n float64, cal engine.Calendar) (*quotaState, error) {
-	q := &quotaState{now: time.Now}
-	if err := q.setQuota(n, cal); err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
-func (q *quotaState) setQuota(n float64, cal engine.Calendar) error {
-	if err := engine.CheckQuota(n, cal); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	capacity, _ := fixedpoint.QuantizeExact(n)
-	q.set.Store(&quotaSet{n: n, cal: cal, capacity: capacity})
-	return nil
-}
-
-// bounds returns b1 and b2 of cal (nil: the quota's) at the instance's
-// time now: the ends, in Unix milliseconds rounded up to whole minutes, of
-// the period that holds now and of the next.
-func (q *quotaState) bounds(set *quotaSet, now time.Time, cal *engine.Calendar) (b1, b2 int64) {
-	if q.boundsFor != nil {
-		c := set.cal
-		if cal != nil {
-			c = *cal
-		}
-		return q.boundsFor(now, c)
-	}
-	if cal == nil {
-		if p := set.period.Load(); p != nil && !now.Before(p.start) && now.Before(p.end) {
-			return p.b1, p.b2
-		}
-		start, end := set.cal.Bounds(now)
-		_, next := set.cal.Bounds(end)
-		p := &quotaBounds{start: start, end: end, b1: minuteMillis(end), b2: minuteMillis(next)}
-		set.period.Store(p)
-		return p.b1, p.b2
-	}
-	_, end := cal.Bounds(now)
-	_, next := cal.Bounds(end)
-	return minuteMillis(end), minuteMillis(next)
-}
-
-// minuteMillis is t in Unix milliseconds, rounded up to a whole minute.
-func minuteMillis(t time.Time) int64 {
-	ns := t.UnixNano()
-	m := ns / int64(time.Minute)
-	if ns%int64(time.Minute) > 0 {
-		m++
-	}
-	return m * 60000
-}
-
 // prepare makes c a take of the quota at the instance's time now, by cal
-// (nil: the quota's own).
-func (q *quotaState) prepare(c *call, now time.Time, cal *engine.Calendar) {
-	set := q.set.Load()
-	c.u = units{capacity: set.capacity}
-	c.b1, c.b2 = q.bounds(set, now, cal)
+// (nil: the quota's own): its capacity, and the bounds in Unix
+// milliseconds.
+func prepareQuota(q *remote.Quota, c *call, now time.Time, cal *engine.Calendar) {
+	capacity, b1, b2 := q.Bounds(now, cal)
+	c.u = units{capacity: capacity}
+	c.b1, c.b2 = b1.UnixMilli(), b2.UnixMilli()
 }
 
 // quotaDecision is the Decision for a quota take of cost (script units,
@@ -154,20 +75,10 @@ func (q *quotaState) prepare(c *call, now time.Time, cal *engine.Calendar) {
 // after the take if it was made, at the server's time now (microseconds).
 // A report (a cost above the capacity) waits as a denial does.
 func quotaDecision(u units, cost uint64, denied bool, endMs, used, now int64) (engine.Decision, error) {
-	wait := time.Duration(endMs*1000-now) * time.Microsecond
-	if wait <= 0 || used < 0 || used > 1e12 {
-		return engine.Decision{}, fmt.Errorf("%w: a period ending at %d with %d used at %d", errReply, endMs, used, now)
-	}
-	left := u.capacity - min(uint64(used), u.capacity)
-	d := engine.Decision{Allowed: !denied, Remaining: float64(left) / 1000}
-	if used > 0 {
-		d.ResetAfter = wait
-	}
-	switch {
-	case cost == u.never():
-		d.RetryAfter = engine.InfDuration
-	case (denied || cost > u.capacity) && uint64(used)+u.reportCost(cost) > u.capacity:
-		d.RetryAfter = wait
+	d, err := remote.QuotaDecision(u.capacity, u.reportCost(cost), cost == u.never(), denied, cost > u.capacity,
+		endMs*1000, used, now)
+	if err != nil {
+		return d, fmt.Errorf("%w: %w", errReply, err)
 	}
 	return d, nil
 }
@@ -198,15 +109,14 @@ func (q *Quota) TakeAll(ctx context.Context, takes []engine.Take, out []engine.D
 // Limit is the quota's average rate: Quota over its period's nominal
 // length (engine.Period.Nominal).
 func (q *Quota) Limit() engine.Limit {
-	set := q.l.quota.set.Load()
-	return engine.Limit(set.n / set.cal.Period.Nominal().Seconds())
+	return q.l.quota.Limit()
 }
 
 // Burst is the quota: the most one key can take in one period.
-func (q *Quota) Burst() float64 { return q.l.quota.set.Load().n }
+func (q *Quota) Burst() float64 { return q.l.quota.Burst() }
 
 // Calendar returns the quota's own calendar.
-func (q *Quota) Calendar() engine.Calendar { return q.l.quota.set.Load().cal }
+func (q *Quota) Calendar() engine.Calendar { return q.l.quota.Calendar() }
 
 // SetQuota gives every key n tokens per period of cal from this instance's
 // next take on, as engine.Quota.SetQuota does: what each key took in its
@@ -215,7 +125,7 @@ func (q *Quota) Calendar() engine.Calendar { return q.l.quota.set.Load().cal }
 // fails, changing nothing, for a quota or calendar engine.NewQuota
 // refuses. Instances that share the keys apply a change as each reloads.
 func (q *Quota) SetQuota(n float64, cal engine.Calendar) error {
-	return q.l.quota.setQuota(n, cal)
+	return q.l.quota.Set(n, cal, ErrInvalidConfig)
 }
 
 // KeyFor returns the Redis key of key's quota.

@@ -18,7 +18,7 @@ import (
 // The tests of calendar quotas run takes at the server's time. Periods
 // are days and longer, so the calendars they use are anchored at least
 // eleven hours from now, where no period ends while a test runs; the tests
-// of a period's end inject the instance's bounds instead (boundsFor).
+// of a period's end inject the instance's bounds instead (remote.Quota.BoundsFor).
 
 // farHour is an hour of loc's clock that is at least eleven hours from now.
 func farHour(loc *time.Location) int { return (time.Now().In(loc).Hour() + 12) % 24 }
@@ -229,7 +229,7 @@ func TestQuotaRenewalAndExpiry(t *testing.T) {
 	q := bindQuota(t, store, "r", 2, engine.Calendar{Period: engine.Daily})
 	t0 := serverMillis(t, srv.Addr())
 	b1, b2 := t0+1500, t0+86_400_000
-	q.l.quota.boundsFor = func(time.Time, engine.Calendar) (int64, int64) { return b1, b2 }
+	q.l.quota.BoundsFor = func(time.Time, engine.Calendar) (time.Time, time.Time) { return time.UnixMilli(b1), time.UnixMilli(b2) }
 	ctx := context.Background()
 	if d, err := q.Take(ctx, "k", 2); err != nil || !d.Allowed || d.ResetAfter > 1500*time.Millisecond {
 		t.Fatalf("Take(k, 2) = %+v, %v; want allowed, reset within 1.5s", d, err)
@@ -263,8 +263,10 @@ func TestQuotaClockAhead(t *testing.T) {
 	store := hsStore(t, srv.Addr(), StoreOptions{Heartbeat: -1})
 	q := bindQuota(t, store, "a", 5, engine.Calendar{Period: engine.Daily})
 	t0 := serverMillis(t, srv.Addr())
-	ahead := func(time.Time, engine.Calendar) (int64, int64) { return t0 - 120_000, t0 - 60_000 }
-	q.l.quota.boundsFor = ahead
+	ahead := func(time.Time, engine.Calendar) (time.Time, time.Time) {
+		return time.UnixMilli(t0 - 120_000), time.UnixMilli(t0 - 60_000)
+	}
+	q.l.quota.BoundsFor = ahead
 	ctx := context.Background()
 	d, err := q.Take(ctx, "k", 1)
 	if !errors.Is(err, ErrClockAhead) || !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrFallback) || d.Allowed {
@@ -273,11 +275,13 @@ func TestQuotaClockAhead(t *testing.T) {
 	if n := admin(t, srv.Addr(), "EXISTS", q.KeyFor("k")).(int64); n != 0 {
 		t.Error("a failed take wrote its key")
 	}
-	q.l.quota.boundsFor = func(time.Time, engine.Calendar) (int64, int64) { return t0 + 3_600_000, t0 + 7_200_000 }
+	q.l.quota.BoundsFor = func(time.Time, engine.Calendar) (time.Time, time.Time) {
+		return time.UnixMilli(t0 + 3_600_000), time.UnixMilli(t0 + 7_200_000)
+	}
 	if d, err := q.Take(ctx, "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("Take = %+v, %v", d, err)
 	}
-	q.l.quota.boundsFor = ahead
+	q.l.quota.BoundsFor = ahead
 	if d, err := q.Take(ctx, "k", 1); err != nil || !d.Allowed || d.Remaining != 3 {
 		t.Errorf("a period in force, bounds behind: %+v, %v; want allowed, 3 left", d, err)
 	}

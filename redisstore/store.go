@@ -162,7 +162,7 @@ func (o *StoreOptions) quota(c client, s engine.Spec) (engine.Limiter, error) {
 	if o.Lease != nil {
 		return nil, invalid("%q is a calendar quota, which a store with leases (StoreOptions.Lease) does not keep", s.Name)
 	}
-	q, err := newQuotaState(s.Burst, *s.Calendar)
+	q, err := remote.NewQuota(s.Burst, *s.Calendar, ErrInvalidConfig)
 	if err != nil {
 		return nil, err
 	}

@@ -91,9 +91,9 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N, u: tl.s.u}
 		if tl.quota != nil {
 			if instant.IsZero() {
-				instant = tl.quota.now()
+				instant = tl.quota.Now()
 			}
-			tl.quota.prepare(&c, instant, takes[i].Calendar)
+			prepareQuota(tl.quota, &c, instant, takes[i].Calendar)
 		}
 		c.cost = c.u.scriptCost(c.n)
 		if c.cost == c.u.never() && never < 0 {
