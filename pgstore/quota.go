@@ -51,6 +51,14 @@ import (
 // token buckets: a database clock that steps back after a sweep removed a
 // key's row finds no period, and begins one.
 //
+// While the database fails, a Store's Quota falls back as its Limiters do
+// (StoreOptions.FallbackShare): to a local engine.Quota with a share of
+// the quota, over the same calendar, its error wrapping engine.ErrFallback.
+// Each instance's local quota starts from nothing used, so an outage may
+// admit up to a quota more per key and period across the instances, as a
+// token bucket's fallback may admit up to a burst more. ErrClockAhead is
+// no outage: no fallback decides it.
+//
 // A Quota's takes do not coalesce: each is a statement of its own.
 type Quota struct{ l *Limiter }
 
@@ -64,20 +72,27 @@ var _ engine.QuotaRetuner = (*Quota)(nil)
 var ErrClockAhead = errors.New("pgstore: the database's clock is more than a quota period ahead of the instance's")
 
 // newQuota returns the Quota of spec, a Spec with a Calendar, with the
-// Store's options: rows under Prefix, the ID, then "quota:"; no fallback
-// (its failure policy is FailClosed, so that a failure never admits on its
-// own).
-func newQuota(db DB, o *StoreOptions, spec engine.Spec) (*Quota, error) {
+// Store's options: rows under Prefix, the ID, then "quota:"; its fallback
+// is a local quota at FallbackShare of spec's, or at 1/N with peers.
+func newQuota(db DB, o *StoreOptions, spec engine.Spec, peers *Peers) (*Quota, error) {
 	q, err := remote.NewQuota(spec.Burst, *spec.Calendar, ErrInvalidConfig)
 	if err != nil {
 		return nil, err
 	}
 	// A token bucket's checks, of a limit every option combines with, for
-	// the options; the quota replaces its units and key base.
+	// the options; the quota replaces its units, key base and core.
 	cfg := Config{Limit: 1, Burst: 1, Table: o.Table, Prefix: o.Prefix + quoteID(spec.ID) + ":",
 		Timeout: o.Timeout, BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed}
 	l, err := New(db, cfg)
 	if err != nil {
+		return nil, err
+	}
+	common := l.s.common
+	common.OnFailure, common.FallbackShare, common.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		common.FallbackPeers = peers
+	}
+	if l.core, err = remote.NewQuotaCore(common, q, ErrBreakerOpen); err != nil {
 		return nil, err
 	}
 	l.s.keyBase = l.s.Prefix + "quota:"
@@ -87,8 +102,8 @@ func newQuota(db DB, o *StoreOptions, spec engine.Spec) (*Quota, error) {
 
 // Take takes n tokens from key's quota at the database's time, in the
 // period of the quota's calendar, or in the period the key is still in:
-// the Decision of engine.Quota.TakeAt. Errors are as Limiter.Take's; the
-// policy that answers a failure is FailClosed (see Store).
+// the Decision of engine.Quota.TakeAt. Errors are as Limiter.Take's (see
+// Quota for the store's failure).
 func (q *Quota) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
 	if q == nil {
 		return engine.Decision{}, engine.ErrNilLimiter
@@ -134,7 +149,7 @@ func (q *Quota) KeyFor(key string) string { return q.l.KeyFor(key) }
 // Stats returns the quota's counters.
 func (q *Quota) Stats() Stats { return q.l.Stats() }
 
-// Close releases nothing: a Quota has no fallback.
+// Close stops the fallback quota's sweeper.
 func (q *Quota) Close() error {
 	if q == nil {
 		return engine.ErrNilLimiter

@@ -344,24 +344,32 @@ func TestQuotaStoreBind(t *testing.T) {
 	}
 }
 
-// A failed database is an error for the caller's policy: never the
-// fallback's, and the quota's own answer denies.
+// While the database fails, a local quota with FallbackShare of the quota
+// decides, together with the token buckets' fallback, all or none.
 func TestQuotaStoreDown(t *testing.T) {
 	srv := pgtest.Start(t)
 	db := poolOn(t, srv.DSN(), Schema{})
-	store := quotaStore(t, db, StoreOptions{BreakAfter: -1})
+	store := quotaStore(t, db, StoreOptions{BreakAfter: -1, FallbackShare: 0.4})
 	q := bindQuota(t, store, "d", 5, engine.Calendar{Period: engine.Daily})
 	bl, _ := store.Bind(engine.Spec{ID: "tb", Name: "tb", Limit: 1, Burst: 5})
 	srv.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	d, err := q.Take(ctx, "k", 1)
-	if err == nil || errors.Is(err, engine.ErrFallback) || d.Allowed {
-		t.Errorf("Take on a dead database = %+v, %v; want denied with an error that is not the fallback's", d, err)
+	for i, want := range []bool{true, true, false} {
+		d, err := q.Take(ctx, "k", 1)
+		if !errors.Is(err, engine.ErrFallback) || d.Allowed != want {
+			t.Fatalf("take %d on a %s = %+v, %v; want allowed %v by the fallback (2 of 5)", i, "dead database", d, err, want)
+		}
 	}
 	out := make([]engine.Decision, 2)
 	k, err := q.TakeAll(ctx, []engine.Take{{Limiter: bl, Key: "k", N: 1}, {Limiter: q, Key: "k", N: 1}}, out)
-	if err == nil || errors.Is(err, engine.ErrFallback) || k < 0 || out[0].Allowed || out[1].Allowed {
-		t.Errorf("TakeAll on a dead database = %d %+v, %v; want denied, not the fallback's", k, out, err)
+	if !errors.Is(err, engine.ErrFallback) || k != 1 || out[0].Allowed || out[1].Allowed || out[1].RetryAfter <= 0 {
+		t.Errorf("TakeAll with a used-up fallback quota = %d %+v, %v; want denied at 1 by the fallback", k, out, err)
+	}
+	if d, err := bl.Take(ctx, "k", 2); !errors.Is(err, engine.ErrFallback) || !d.Allowed {
+		t.Errorf("the bucket's fallback after the denied TakeAll: %+v, %v; want its 2 tokens untouched", d, err)
+	}
+	if st := q.Stats(); st.Fallback != 4 || st.FailedClosed != 0 {
+		t.Errorf("stats %+v: want 4 takes answered by the fallback", st)
 	}
 }

@@ -94,7 +94,7 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 			if opts.Lease != nil {
 				return nil, quotaRefused(spec)
 			}
-			return newQuota(db, &opts, spec)
+			return newQuota(db, &opts, spec, s.bg.Peers())
 		}
 		l, err := New(db, opts.config(spec, s.bg.Peers()))
 		if err != nil || opts.Lease == nil {

@@ -215,6 +215,11 @@ func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Deci
 // decide, counts it (remote.Fail), and returns the denied index and the
 // classified error.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	if errors.Is(err, ErrClockAhead) {
+		// The database answered, from a clock no fallback may stand in
+		// for.
+		return remote.FailClosed(takes, out, coreOf), storeError(err, nothingTaken, false)
+	}
 	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
 }

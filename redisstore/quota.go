@@ -49,6 +49,14 @@ import (
 // current period. One consequence, as for token buckets: a server clock
 // that steps back after a key expired finds no period, and begins one.
 //
+// While Redis fails, a Store's Quota falls back as its Limiters do
+// (StoreOptions.FallbackShare): to a local engine.Quota with a share of
+// the quota, over the same calendar, its error wrapping engine.ErrFallback.
+// Each instance's local quota starts from nothing used, so an outage may
+// admit up to a quota more per key and period across the instances, as a
+// token bucket's fallback may admit up to a burst more. ErrClockAhead is
+// no outage: no fallback decides it.
+//
 // A Quota is not batched: each Take is one script of its own.
 type Quota struct{ l *Limiter }
 
@@ -85,8 +93,8 @@ func quotaDecision(u units, cost uint64, denied bool, endMs, used, now int64) (e
 
 // Take takes n tokens from key's quota at the server's time, in the period
 // of the quota's calendar, or in the period the key is still in: the
-// Decision of engine.Quota.TakeAt. Errors are as Limiter.Take's; the
-// policy that answers a failure is FailClosed (see Store).
+// Decision of engine.Quota.TakeAt. Errors are as Limiter.Take's (see
+// Quota for the store's failure).
 func (q *Quota) Take(ctx context.Context, key string, n float64) (engine.Decision, error) {
 	if q == nil {
 		return engine.Decision{}, engine.ErrNilLimiter
@@ -134,7 +142,7 @@ func (q *Quota) KeyFor(key string) string { return q.l.KeyFor(key) }
 // Stats returns the quota's counters.
 func (q *Quota) Stats() Stats { return q.l.Stats() }
 
-// Close releases nothing: a Quota has no fallback.
+// Close stops the fallback quota's sweeper.
 func (q *Quota) Close() error {
 	if q == nil {
 		return engine.ErrNilLimiter

@@ -129,7 +129,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
 		if s.Calendar != nil {
-			return opts.quota(c, s)
+			return opts.quota(c, s, st.bg.Peers())
 		}
 		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
@@ -155,10 +155,10 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 }
 
 // quota returns the Quota of s, a Spec with a Calendar: keys under
-// Prefix, then the ID, then ":quota"; no fallback (its failure policy is
-// FailClosed, so that a failure never admits on its own). Leases do not
-// apply to quotas: a store with leases refuses them.
-func (o *StoreOptions) quota(c client, s engine.Spec) (engine.Limiter, error) {
+// Prefix, then the ID, then ":quota"; its fallback is a local quota at
+// FallbackShare of s's, or at 1/N with peers. Leases do not apply to
+// quotas: a store with leases refuses them.
+func (o *StoreOptions) quota(c client, s engine.Spec, peers *Peers) (engine.Limiter, error) {
 	if o.Lease != nil {
 		return nil, invalid("%q is a calendar quota, which a store with leases (StoreOptions.Lease) does not keep", s.Name)
 	}
@@ -167,11 +167,19 @@ func (o *StoreOptions) quota(c client, s engine.Spec) (engine.Limiter, error) {
 		return nil, err
 	}
 	// A token bucket's checks, of a limit every option combines with, for
-	// the options; the quota replaces its units and key base.
+	// the options; the quota replaces its units, key base and core.
 	cfg := Config{Limit: 1, Burst: 1, Prefix: o.Prefix + escapeKey(s.ID) + ":", Timeout: o.Timeout,
 		BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed, MaxBatch: 1}
 	l, err := newLimiter(c, cfg)
 	if err != nil {
+		return nil, err
+	}
+	common := l.s.common
+	common.OnFailure, common.FallbackShare, common.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		common.FallbackPeers = peers
+	}
+	if l.core, err = remote.NewQuotaCore(common, q, ErrBreakerOpen); err != nil {
 		return nil, err
 	}
 	l.s.keyBase = l.s.Prefix + "quota"

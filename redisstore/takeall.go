@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -314,6 +315,10 @@ func count(calls []call, out []engine.Decision, denied int) {
 // storeError, nothingTaken telling whether the call certainly holds no
 // tokens.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	if errors.Is(err, ErrClockAhead) {
+		// The server answered, from a clock no fallback may stand in for.
+		return remote.FailClosed(takes, out, coreOf), storeError(err, nothingTaken, false)
+	}
 	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
 }
