@@ -21,8 +21,9 @@ import (
 // they do not deadlock each other. A TakeAll of one take is a Take of the
 // take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter on the same DB value and
-// Table as l: otherwise the error wraps engine.ErrNilLimiter or
+// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same DB
+// value and Table as l (a Quota's take may bring its own calendar,
+// engine.Take.Calendar): otherwise the error wraps engine.ErrNilLimiter or
 // engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
 // engine.ErrShortOut.
 //
