@@ -103,8 +103,9 @@ type quotaPeriod struct {
 }
 
 var (
-	_ Limiter = (*Quota)(nil)
-	_ TakerAt = (*Quota)(nil)
+	_ Limiter      = (*Quota)(nil)
+	_ TakerAt      = (*Quota)(nil)
+	_ QuotaRetuner = (*Quota)(nil)
 )
 
 // The word of a key: the end of its period, in minutes since the Unix epoch

@@ -68,7 +68,7 @@ func (s Spec) kind() int {
 // limiterKind is kind for a bound Limiter.
 func limiterKind(l Limiter) int {
 	switch l.(type) {
-	case *Quota:
+	case QuotaRetuner:
 		return 1
 	case *Window:
 		return 2
@@ -89,6 +89,28 @@ func sameCalendar(a, b *Calendar) bool {
 	}
 	return a.Period == b.Period && a.loc().String() == b.loc().String() && a.Month == b.Month && a.Day == b.Day &&
 		a.Weekday == b.Weekday && a.Hour == b.Hour
+}
+
+// QuotaRetuner is implemented by calendar quotas, which change their quota
+// and calendar in place, keeping what every key took: the Quota, and the
+// quota limiters of remote stores. A Pool shares such a limiter among the
+// Binds of an ID whose Spec has a Calendar, and their caller applies each
+// Spec with SetQuota(Spec.Burst, *Spec.Calendar).
+type QuotaRetuner interface {
+	Limiter
+	// Calendar returns the quota's own calendar.
+	Calendar() Calendar
+	// SetQuota gives every key n tokens per period of cal from now on,
+	// as Quota.SetQuota does. It fails, changing nothing, for a quota or
+	// calendar NewQuota refuses.
+	SetQuota(n float64, cal Calendar) error
+}
+
+// CheckQuota reports what NewQuota would refuse in a quota of n tokens per
+// period of cal: each field as a *LimitError (Quota; Period, Month, Day,
+// Weekday, Hour).
+func CheckQuota(n float64, cal Calendar) error {
+	return Spec{Burst: n, Calendar: &cal}.checkQuota()
 }
 
 // Store makes and shares the Limiters of many limits, such as the rules of
@@ -194,8 +216,8 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 			e.refs++
 			return e.l, nil
 		}
-		if _, ok := e.l.(*Quota); ok {
-			// A Quota retunes in place (the caller applies s with
+		if _, ok := e.l.(QuotaRetuner); ok {
+			// A quota retunes in place (the caller applies s with
 			// SetQuota), keeping what every key took.
 			if err := s.checkQuota(); err != nil {
 				return nil, fmt.Errorf("%q: %w", s.Name, err)

@@ -98,3 +98,32 @@ func (f fixed) TakeAll(ctx context.Context, takes []engine.Take, out []engine.De
 func (f fixed) Limit() engine.Limit { return f.e.Limit() }
 func (f fixed) Burst() float64      { return f.e.Burst() }
 func (f fixed) Close() error        { return f.e.Close() }
+
+// A store's quota limiter is shared by the Binds of its ID as a Quota is:
+// by its QuotaRetuner methods, not its type; and never with a token
+// bucket whose Limit and Burst happen to be its own.
+func TestPoolSharesAnyQuotaRetuner(t *testing.T) {
+	opened := 0
+	p := engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+		opened++
+		if s.Calendar == nil {
+			return engine.New(engine.Config{Limit: s.Limit, Burst: s.Burst, SweepInterval: -1})
+		}
+		q, err := engine.NewQuota(engine.QuotaConfig{Quota: s.Burst, Calendar: *s.Calendar, SweepInterval: -1})
+		return storeQuota{q}, err
+	})
+	defer p.Close()
+	spec := engine.QuotaSpec("d", "d", 10, engine.Calendar{Period: engine.Daily})
+	a, _ := p.Bind(spec)
+	b, err := p.Bind(engine.QuotaSpec("d", "d", 20, engine.Calendar{Period: engine.Weekly}))
+	if err != nil || a != b || opened != 1 {
+		t.Fatalf("a changed quota: %v, shared %v, opened %d; want the limiter shared, 1 opened", err, a == b, opened)
+	}
+	c, _ := p.Bind(engine.Spec{ID: "d", Limit: spec.Limit, Burst: spec.Burst})
+	if c == a || opened != 2 {
+		t.Errorf("a token bucket of the quota's Limit and Burst shared the quota (opened %d)", opened)
+	}
+}
+
+// storeQuota is a quota limiter of another type than *engine.Quota.
+type storeQuota struct{ *engine.Quota }

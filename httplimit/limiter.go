@@ -454,7 +454,7 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	// Middleware on the store), and nothing else.
 	now := l.opts.now()
 	for _, r := range set.rules {
-		if qr, ok := r.lim.(quotaRetuner); ok && r.period != "" {
+		if qr, ok := r.lim.(engine.QuotaRetuner); ok && r.period != "" {
 			if err := qr.SetQuota(r.Burst, r.cal); err != nil {
 				return nil, fmt.Errorf("httplimit: the store bound %q to a quota that refuses its limit: %w", r.Name, err)
 			}
@@ -605,12 +605,6 @@ func (r *rule) compileParts() {
 	if r.shape() != "" {
 		r.denial = nil // written by writeProblemSlow
 	}
-}
-
-// quotaRetuner is a calendar quota that takes a new quota and calendar in
-// place, keeping what each key took (engine.Quota.SetQuota).
-type quotaRetuner interface {
-	SetQuota(n float64, cal engine.Calendar) error
 }
 
 // windowRetuner is a strict window that takes a new limit in place,

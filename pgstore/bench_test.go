@@ -2,7 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"strconv"
 	"testing"
+
+	"github.com/faucetgo/faucet/engine"
 )
 
 // BenchmarkTake is one caller's check against a local server, next to the
@@ -44,6 +47,47 @@ func BenchmarkTake(b *testing.B) {
 				if _, err := l.Take(ctx, "k", tc.n); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkTakeAll is one caller's TakeAll of two limits on one key (one
+// statement): two token buckets, and a token bucket with a calendar quota,
+// as a rule with both limits makes it. Names split for benchstat:
+// limits=....
+func BenchmarkTakeAll(b *testing.B) {
+	db := newDB(b, Schema{})
+	store, err := NewStore(db, StoreOptions{Prefix: uniquePrefix(), Timeout: testTimeout, SweepEvery: -1, Heartbeat: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	bind := func(spec engine.Spec) engine.Limiter {
+		l, err := store.Bind(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	bucket := bind(engine.Spec{ID: "a", Name: "a", Limit: 1e9, Burst: 1e6})
+	other := bind(engine.Spec{ID: "b", Name: "b", Limit: 1e9, Burst: 1e6})
+	quota := bind(engine.QuotaSpec("q", "q", 1e9, engine.Calendar{Period: engine.Yearly}))
+	for _, bc := range []struct {
+		name   string
+		second engine.Limiter
+	}{{"buckets", other}, {"bucket+quota", quota}} {
+		b.Run("limits="+bc.name, func(b *testing.B) {
+			takes := []engine.Take{{Limiter: bucket, N: 0.001}, {Limiter: bc.second, N: 0.001}}
+			out := make([]engine.Decision, 2)
+			i := 0
+			for b.Loop() {
+				key := "k" + strconv.Itoa(i%1024)
+				takes[0].Key, takes[1].Key = key, key
+				if k, err := bucket.TakeAll(context.Background(), takes, out); err != nil || k >= 0 {
+					b.Fatalf("denied %d, %v", k, err)
+				}
+				i++
 			}
 		})
 	}

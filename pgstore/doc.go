@@ -95,6 +95,14 @@
 // other), evaluates again and writes. The functions need READ COMMITTED
 // isolation, PostgreSQL's default, and refuse a session with another.
 //
+// # Calendar quotas
+//
+// A Store binds a Spec with a Calendar to a Quota: N tokens per day, week,
+// month or year of a calendar, with the Decisions of engine.Quota, its
+// rows in the bucket table, decided with token buckets in one statement.
+// The instance reads the calendar and the database's clock picks the
+// period; see Quota for the exact rule and what a failure does.
+//
 // # Leases
 //
 // NewLeased (or StoreOptions.Lease) decides most checks in the instance

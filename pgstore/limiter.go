@@ -42,6 +42,9 @@ type Limiter struct {
 	// breaker only if none succeeded within Timeout.
 	lastOK atomic.Int64
 	co     coalescer
+	// quota, if not nil, makes the Limiter a calendar quota's (see
+	// Quota): its takes go through take_all, never coalesced.
+	quota *remote.Quota
 }
 
 var _ engine.Limiter = (*Limiter)(nil)

@@ -69,7 +69,7 @@ func TestInstalledFunctionsAreTheEmbeddedText(t *testing.T) {
 			t.Errorf("%s: the installed body differs from the embedded one:\n%s\nwant:\n%s", m[1], body, m[2])
 		}
 	}
-	if n != 6 {
-		t.Errorf("%d functions in the embedded schema, want 6", n)
+	if n != 7 {
+		t.Errorf("%d functions in the embedded schema, want 7", n)
 	}
 }

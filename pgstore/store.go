@@ -65,6 +65,10 @@ type StoreOptions struct {
 // which sweeps the table of full buckets in the background. Its Limiters
 // decide a TakeAll together, atomically.
 //
+// A Spec with a Calendar gets a Quota (see Quota), unless opts.Lease is
+// set: a store with leases refuses quotas. Quotas are retuned in place
+// (Quota.SetQuota, engine.QuotaRetuner), keeping what each key used.
+//
 // The Limiters are not engine.Retuners: a Spec whose rate or burst changed
 // gets a Limiter of its own whose buckets start full, as with redisstore,
 // because instances sharing buckets reload at different moments.
@@ -86,8 +90,14 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	}
 	s := &Store{bg: remote.NewBackground()}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
-		if spec.Calendar != nil || spec.Window > 0 {
-			return nil, fmt.Errorf("%w: the PostgreSQL store keeps token buckets, not calendar quotas or strict windows such as %q", ErrInvalidConfig, spec.Name)
+		if spec.Window > 0 {
+			return nil, fmt.Errorf("%w: the PostgreSQL store keeps token buckets and calendar quotas, not strict windows such as %q", ErrInvalidConfig, spec.Name)
+		}
+		if spec.Calendar != nil {
+			if opts.Lease != nil {
+				return nil, quotaRefused(spec)
+			}
+			return newQuota(db, &opts, spec, s.bg.Peers())
 		}
 		l, err := New(db, opts.config(spec, s.bg.Peers()))
 		if err != nil || opts.Lease == nil {
@@ -162,6 +172,9 @@ func (s *Store) Close() error {
 	return s.Pool.Close()
 }
 
+// quoteID is a Spec's ID in its rows' keys.
+func quoteID(id string) string { return strconv.Quote(id) }
+
 // config is the Config of spec's Limiter, whose fallback follows peers
 // unless FallbackShare fixes its share.
 func (o *StoreOptions) config(spec engine.Spec, peers *failpolicy.Peers) Config {
@@ -169,7 +182,7 @@ func (o *StoreOptions) config(spec engine.Spec, peers *failpolicy.Peers) Config 
 		Limit:      spec.Limit,
 		Burst:      spec.Burst,
 		Table:      o.Table,
-		Prefix:     o.Prefix + strconv.Quote(spec.ID) + ":",
+		Prefix:     o.Prefix + quoteID(spec.ID) + ":",
 		Timeout:    o.Timeout,
 		BreakAfter: o.BreakAfter,
 		BreakFor:   o.BreakFor,

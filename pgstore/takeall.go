@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
@@ -20,8 +21,9 @@ import (
 // they do not deadlock each other. A TakeAll of one take is a Take of the
 // take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter on the same DB value and
-// Table as l: otherwise the error wraps engine.ErrNilLimiter or
+// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same DB
+// value and Table as l (a Quota's take may bring its own calendar,
+// engine.Take.Calendar): otherwise the error wraps engine.ErrNilLimiter or
 // engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
 // engine.ErrShortOut.
 //
@@ -57,6 +59,7 @@ func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
 // at, when not nil, is the time the functions use instead of the database
 // clock (tests).
 func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision, at *int64) (denied int, now time.Time, err error) {
+	takes = unwrapQuotas(takes)
 	if err := l.checkTakes(takes, out); err != nil {
 		return -1, now, err
 	}
@@ -64,7 +67,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if n == 0 {
 		return -1, now, nil
 	}
-	if n == 1 {
+	if n == 1 && limiterOf(&takes[0]).quota == nil {
 		// The take's own Limiter, whose bucket it is: l may be another of
 		// the same DB. A single take coalesces
 		// with the key's others (coalesce.go).
@@ -77,14 +80,33 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	costs := make([]int64, n)
 	never := -1
 	takes0 := false
+	caps := make([]int64, n)
+	ps := make([]string, n)
+	qq := make([]string, n)
+	// us are the units of each take: its Limiter's, or a quota's capacity.
+	us := make([]units, n)
+	var instant time.Time // the instance's clock, read once for the quotas
 	for i := range takes {
 		tl := limiterOf(&takes[i])
 		keys[i] = []byte(tl.KeyFor(takes[i].Key))
-		c := tl.s.u.cost(takes[i].N)
-		if c == tl.s.u.never() && never < 0 {
+		u := tl.s.u
+		caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
+		if tl.quota != nil {
+			if instant.IsZero() {
+				instant = tl.quota.Now()
+			}
+			// A quota's take: a negative cap, b1 and b2 in microseconds.
+			capacity, b1, b2 := tl.quota.Bounds(instant, takes[i].Calendar)
+			u = units{capacity: capacity}
+			caps[i] = -int64(capacity)
+			ps[i], qq[i] = strconv.FormatInt(b1.UnixMicro(), 10), strconv.FormatInt(b2.UnixMicro(), 10)
+		}
+		us[i] = u
+		c := u.cost(takes[i].N)
+		if c == u.never() && never < 0 {
 			never = i
 		}
-		if c != 0 && c != tl.s.u.never() {
+		if c != 0 && c != u.never() {
 			takes0 = true
 		}
 		costs[i] = int64(c)
@@ -98,18 +120,16 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		}
 		takes0 = false
 	}
-	caps := make([]int64, n)
-	ps := make([]string, n)
-	qq := make([]string, n)
-	for i := range takes {
-		u := limiterOf(&takes[i]).s.u
-		caps[i], ps[i], qq[i] = int64(u.capacity), u.pArg, u.qArg
-	}
 	var nowUS int64
 	var ats, qs []int64
 	var k int32
 	err = l.query(ctx, l.s.takeAll, []any{keys, caps, ps, qq, costs, l.s.lockMS, at}, &nowUS, &k, &ats, &qs)
 	denied = int(k) - 1
+	if err == nil && k < 0 && int(-k) <= n {
+		i := int(-k) - 1
+		err = remote.Unsent{Err: fmt.Errorf("%w: take %d at %v, a period's end from the instance's %v",
+			ErrClockAhead, i, time.UnixMicro(nowUS).UTC(), qq[i])}
+	}
 	if err == nil && (len(ats) != n || len(qs) != n) {
 		err = fmt.Errorf("%w: %d states for %d takes", errReply, len(ats), n)
 	}
@@ -118,8 +138,13 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		return denied, now, err
 	}
 	for i := range takes {
-		tl := limiterOf(&takes[i])
-		d, err := decision(tl.s.u, tl.s.u.cost(takes[i].N), denied >= 0, ats[i], qs[i], nowUS)
+		var d engine.Decision
+		var err error
+		if c := us[i].cost(takes[i].N); caps[i] < 0 {
+			d, err = remote.QuotaDecision(us[i].capacity, c, c == us[i].never(), denied >= 0, false, ats[i], qs[i], nowUS)
+		} else {
+			d, err = decision(us[i], c, denied >= 0, ats[i], qs[i], nowUS)
+		}
 		if err != nil {
 			denied, err = l.fail(takes, out, fmt.Errorf("take %d: %w", i, err), !takes0 || denied >= 0)
 			return denied, now, err
@@ -129,7 +154,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if never >= 0 {
 		denied = never
 	}
-	if denied >= 0 && never < 0 {
+	if denied >= 0 && never < 0 && caps[denied] >= 0 {
 		out[denied].RetryAfter = waitForRepeats(takes, out, ats, qs, nowUS, denied)
 	}
 	// Every take counts once, as in the engine: allowed if the call was.
@@ -191,6 +216,11 @@ func decision(u units, cost uint64, denied bool, at, tk, now int64) (engine.Deci
 // decide, counts it (remote.Fail), and returns the denied index and the
 // classified error.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	if errors.Is(err, ErrClockAhead) {
+		// The database answered, from a clock no fallback may stand in
+		// for.
+		return remote.FailClosed(takes, out, coreOf), storeError(err, nothingTaken, false)
+	}
 	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
 }

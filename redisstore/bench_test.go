@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/redisstore/redistest"
 )
 
@@ -52,5 +53,46 @@ func BenchmarkTake(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkTakeAll measures a TakeAll of two limits on one key (one
+// script) through rueidis, one caller: two token buckets, and a token
+// bucket with a calendar quota, as a rule with both limits makes it.
+// Names split for benchstat: limits=....
+func BenchmarkTakeAll(b *testing.B) {
+	s := redistest.Start(b)
+	store, err := NewStore(newRue(b, s.Addr()), StoreOptions{Heartbeat: -1, Timeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	bind := func(spec engine.Spec) engine.Limiter {
+		l, err := store.Bind(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return l
+	}
+	bucket := bind(engine.Spec{ID: "a", Name: "a", Limit: 1e6, Burst: 1e6})
+	other := bind(engine.Spec{ID: "b", Name: "b", Limit: 1e6, Burst: 1e6})
+	quota := bind(engine.QuotaSpec("q", "q", 1e9, engine.Calendar{Period: engine.Yearly}))
+	for _, bc := range []struct {
+		name   string
+		second engine.Limiter
+	}{{"buckets", other}, {"bucket+quota", quota}} {
+		b.Run("limits="+bc.name, func(b *testing.B) {
+			takes := []engine.Take{{Limiter: bucket, N: 0.001}, {Limiter: bc.second, N: 0.001}}
+			out := make([]engine.Decision, 2)
+			i := 0
+			for b.Loop() {
+				key := "k" + strconv.Itoa(i%1024)
+				takes[0].Key, takes[1].Key = key, key
+				if k, err := bucket.TakeAll(context.Background(), takes, out); err != nil || k >= 0 {
+					b.Fatalf("denied %d, %v", k, err)
+				}
+				i++
+			}
+		})
 	}
 }

@@ -117,6 +117,14 @@
 // many scripts carried the checks. Redis Cluster clients send each check
 // alone, as one script's keys must share a hash slot.
 //
+// # Calendar quotas
+//
+// A Store binds a Spec with a Calendar to a Quota: N tokens per day, week,
+// month or year of a calendar, with the Decisions of engine.Quota, decided
+// together with token buckets in one script. The instance reads the
+// calendar and the server's clock picks the period; see Quota for the
+// exact rule, its keys and what a failure does.
+//
 // # Keys and Redis Cluster
 //
 // A bucket's key is Prefix, then a tag naming the limit (16 hex digits of a

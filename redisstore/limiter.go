@@ -34,6 +34,9 @@ type Limiter struct {
 	// escape makes KeyFor escape '{', '}' and '%' in keys (escapeKey)
 	// before anything else: set by NewStore, whose keys come from requests.
 	escape bool
+	// quota, if not nil, makes the Limiter a calendar quota's (see Quota):
+	// its takes go through takeScript, never batched.
+	quota *remote.Quota
 }
 
 var _ engine.Limiter = (*Limiter)(nil)
@@ -271,10 +274,13 @@ func storeError(err error, nothingTaken, fellBack bool) error {
 // scriptCost returns n in quanta, or units.never for a cost no bucket of l
 // can ever pay: the script denies it and reports the wait for a full
 // bucket, which the Decision replaces by InfDuration.
-func (l *Limiter) scriptCost(n float64) uint64 {
+func (l *Limiter) scriptCost(n float64) uint64 { return l.s.u.scriptCost(n) }
+
+// scriptCost is Limiter.scriptCost for a limit of units u.
+func (u units) scriptCost(n float64) uint64 {
 	c, ok := fixedpoint.Quantize(n)
-	if !ok || c > l.s.u.capacity {
-		return l.s.u.never()
+	if !ok || c > u.capacity {
+		return u.never()
 	}
 	return c
 }

@@ -84,6 +84,10 @@ const DefaultStorePrefix = "faucet:http:"
 // of one client decide a TakeAll together, with its atomicity and its bound
 // when the keys fall in different hash slots (see Limiter.TakeAll).
 //
+// A Spec with a Calendar gets a Quota (see Quota), unless opts.Lease is
+// set: a store with leases refuses quotas. Quotas are retuned in place
+// (Quota.SetQuota, engine.QuotaRetuner), keeping what each key used.
+//
 // The Limiters are not engine.Retuners: a Spec whose rate or burst changed
 // gets a Limiter of its own whose buckets start full (engine.Store). The
 // instances that share buckets reload at different moments: for a while some
@@ -124,8 +128,11 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	}
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
-		if s.Calendar != nil || s.Window > 0 {
-			return nil, fmt.Errorf("%w: the Redis store keeps token buckets, not calendar quotas or strict windows such as %q", ErrInvalidConfig, s.Name)
+		if s.Window > 0 {
+			return nil, fmt.Errorf("%w: the Redis store keeps token buckets and calendar quotas, not strict windows such as %q", ErrInvalidConfig, s.Name)
+		}
+		if s.Calendar != nil {
+			return opts.quota(c, s, st.bg.Peers())
 		}
 		l, err := newLimiter(c, opts.config(s, st.bg.Peers()))
 		if err != nil {
@@ -148,6 +155,39 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 		return heartbeat(c, opts.Prefix, every)
 	})
 	return st, nil
+}
+
+// quota returns the Quota of s, a Spec with a Calendar: keys under
+// Prefix, then the ID, then ":quota"; its fallback is a local quota at
+// FallbackShare of s's, or at 1/N with peers. Leases do not apply to
+// quotas: a store with leases refuses them.
+func (o *StoreOptions) quota(c client, s engine.Spec, peers *Peers) (engine.Limiter, error) {
+	if o.Lease != nil {
+		return nil, invalid("%q is a calendar quota, which a store with leases (StoreOptions.Lease) does not keep", s.Name)
+	}
+	q, err := remote.NewQuota(s.Burst, *s.Calendar, ErrInvalidConfig)
+	if err != nil {
+		return nil, err
+	}
+	// A token bucket's checks, of a limit every option combines with, for
+	// the options; the quota replaces its units, key base and core.
+	cfg := Config{Limit: 1, Burst: 1, Prefix: o.Prefix + escapeKey(s.ID) + ":", Timeout: o.Timeout,
+		BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed, MaxBatch: 1}
+	l, err := newLimiter(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	common := l.s.common
+	common.OnFailure, common.FallbackShare, common.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		common.FallbackPeers = peers
+	}
+	if l.core, err = remote.NewQuotaCore(common, q, ErrBreakerOpen); err != nil {
+		return nil, err
+	}
+	l.s.keyBase = l.s.Prefix + "quota"
+	l.escape, l.quota = true, q
+	return &Quota{l: l}, nil
 }
 
 // config is the Config of s's Limiter, whose fallback follows peers unless

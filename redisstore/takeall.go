@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,8 +18,9 @@ import (
 // until take i alone would pass, and denied is k. A take that can never pass
 // (N above its Burst, negative, NaN) is reported before anything is taken.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter on the same client as l
-// (the client value given to New or NewGoRedis): otherwise the error wraps
+// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same
+// client as l (the client value given to New or NewGoRedis); a Quota's take
+// may bring its own calendar (engine.Take.Calendar). Otherwise the error wraps
 // engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An
 // out shorter than takes is engine.ErrShortOut; a nil l is
 // engine.ErrNilLimiter.
@@ -66,13 +68,14 @@ func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
 // takeAll is TakeAll that also returns the server's time of the (last)
 // script, for tests that replay decisions through an engine.
 func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (denied int, now time.Time, err error) {
+	takes = unwrapQuotas(takes)
 	if err := l.checkTakes(takes, out); err != nil {
 		return -1, now, err
 	}
 	if len(takes) == 0 {
 		return -1, now, nil
 	}
-	if len(takes) == 1 {
+	if len(takes) == 1 && limiterOf(&takes[0]).quota == nil {
 		d, now, err := limiterOf(&takes[0]).takeOne(ctx, takes[0].Key, takes[0].N)
 		out[0] = d
 		if d.Allowed {
@@ -84,10 +87,18 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	calls := stack[:0]
 	never := -1
 	slot, sameSlot := -1, true
+	var instant time.Time // the instance's clock, read once for the quotas
 	for i := range takes {
 		tl := limiterOf(&takes[i])
-		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N, cost: tl.scriptCost(takes[i].N)}
-		if c.cost == tl.s.u.never() && never < 0 {
+		c := call{l: tl, key: tl.KeyFor(takes[i].Key), n: takes[i].N, u: tl.s.u}
+		if tl.quota != nil {
+			if instant.IsZero() {
+				instant = tl.quota.Now()
+			}
+			prepareQuota(tl.quota, &c, instant, takes[i].Calendar)
+		}
+		c.cost = c.u.scriptCost(c.n)
+		if c.cost == c.u.never() && never < 0 {
 			never = i
 		}
 		calls = append(calls, c)
@@ -101,8 +112,8 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		if never >= 0 {
 			// Reported before anything is taken: every other take peeks.
 			for i := range calls {
-				if i != never && calls[i].cost <= calls[i].l.s.u.capacity {
-					calls[i].cost += calls[i].l.s.u.capacity + 1
+				if i != never && calls[i].cost <= calls[i].u.capacity {
+					calls[i].cost += calls[i].u.capacity + 1
 				}
 			}
 			if !sameSlot {
@@ -126,7 +137,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 // anyTakes reports whether any of calls can take tokens.
 func anyTakes(calls []call) bool {
 	for _, c := range calls {
-		if c.l.s.u.takes(c.cost) {
+		if c.u.takes(c.cost) {
 			return true
 		}
 	}
@@ -138,11 +149,27 @@ type call struct {
 	l   *Limiter
 	key string
 	n   float64
+	// u is the limit's units: l's, or for a calendar quota (u.p == 0)
+	// the quota's capacity, with b1 and b2, the ends of the period that
+	// holds the instance's clock and of the next (Unix milliseconds).
+	u      units
+	b1, b2 int64
 	// cost is in quanta; capacity+1+c asks the script for a report for a
 	// cost of c without taking (see takeScript), and units.never marks a
 	// take that can never pass.
 	cost uint64
-	at   int64 // the tick the take stored, for a give-back
+	at   int64 // the tick the take stored (a quota: its period's end), for a give-back
+}
+
+// args appends c's five arguments of takeScript (and refundScript's first
+// five) to args.
+func (c *call) args(args []string) []string {
+	if c.u.p == 0 {
+		return append(args, strconv.FormatUint(c.u.capacity, 10), "0", strconv.FormatInt(c.b1, 10),
+			strconv.FormatInt(c.b2, 10), strconv.FormatUint(c.cost, 10))
+	}
+	s := c.l.s
+	return append(args, s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10))
 }
 
 // script runs takeScript over calls and fills out. It returns the index of
@@ -150,14 +177,18 @@ type call struct {
 func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decision) (int, time.Time, error) {
 	keys := make([]string, len(calls))
 	args := make([]string, 0, 5*len(calls))
-	for i, c := range calls {
-		keys[i] = c.key
-		s := c.l.s
-		args = append(args, s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10))
+	for i := range calls {
+		keys[i] = calls[i].key
+		args = calls[i].args(args)
 	}
 	v, err := l.call(ctx, takeLua, keys, args)
 	if err != nil {
 		return -1, time.Time{}, err
+	}
+	if len(v) >= 2 && v[1] < 0 && -v[1] <= int64(len(calls)) {
+		c := &calls[-v[1]-1]
+		return -1, time.Time{}, remote.Unsent{Err: fmt.Errorf("%w: %s at %v, a period's end from the instance's %v",
+			ErrClockAhead, c.key, time.UnixMicro(v[0]).UTC(), time.UnixMilli(c.b2).UTC())}
 	}
 	if len(v) != 2+2*len(calls) {
 		return -1, time.Time{}, fmt.Errorf("%w: %d integers for %d takes", errReply, len(v), len(calls))
@@ -165,7 +196,13 @@ func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decisio
 	now := v[0]
 	denied := int(v[1]) - 1
 	for i := range calls {
-		d, err := decision(calls[i].l.s.u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)
+		var d engine.Decision
+		var err error
+		if calls[i].u.p == 0 {
+			d, err = quotaDecision(calls[i].u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)
+		} else {
+			d, err = decision(calls[i].u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)
+		}
 		if err != nil {
 			return -1, time.Time{}, fmt.Errorf("take %d: %w", i, err)
 		}
@@ -215,7 +252,7 @@ func (l *Limiter) sequence(ctx context.Context, takes []engine.Take, calls []cal
 		// Report every other take as denied, its bucket as it is now.
 		for j := range calls {
 			if j != i {
-				calls[j].cost += calls[j].l.s.u.capacity + 1
+				calls[j].cost += calls[j].u.capacity + 1
 			}
 		}
 		return l.peekEach(ctx, takes, calls, out, i, gaveBack)
@@ -230,7 +267,7 @@ func (l *Limiter) sequence(ctx context.Context, takes []engine.Take, calls []cal
 func (l *Limiter) peekEach(ctx context.Context, takes []engine.Take, calls []call, out []engine.Decision, k int, gaveBack bool) (int, time.Time, error) {
 	var now time.Time
 	for j := range calls {
-		if j == k && calls[j].cost <= calls[j].l.s.u.capacity {
+		if j == k && calls[j].cost <= calls[j].u.capacity {
 			continue // the denial itself is already reported
 		}
 		_, t, err := l.script(ctx, calls[j:j+1], out[j:j+1])
@@ -253,8 +290,7 @@ func (l *Limiter) giveBack(ctx context.Context, calls []call) bool {
 		if c.cost == 0 {
 			continue
 		}
-		s := c.l.s
-		args := []string{s.capArg, s.pArg, s.qArg, s.fillArg, strconv.FormatUint(c.cost, 10), strconv.FormatInt(c.at, 10)}
+		args := append(c.args(make([]string, 0, 6)), strconv.FormatInt(c.at, 10))
 		// A failed give-back leaves the tokens spent: never more admission.
 		if _, err := l.call(ctx, refundLua, []string{c.key}, args); err != nil {
 			all = false
@@ -280,6 +316,10 @@ func count(calls []call, out []engine.Decision, denied int) {
 // storeError, nothingTaken telling whether the call certainly holds no
 // tokens.
 func (l *Limiter) fail(takes []engine.Take, out []engine.Decision, err error, nothingTaken bool) (int, error) {
+	if errors.Is(err, ErrClockAhead) {
+		// The server answered, from a clock no fallback may stand in for.
+		return remote.FailClosed(takes, out, coreOf), storeError(err, nothingTaken, false)
+	}
 	denied, fellBack := remote.Fail(takes, out, coreOf)
 	return denied, storeError(err, nothingTaken, fellBack)
 }

@@ -60,38 +60,61 @@ func TestServeRuleLimitsEndToEnd(t *testing.T) {
 	}
 }
 
-// A calendar quota through serve: the check API admits the quota, then
-// denies with quota_exceeded and a Retry-After at the renewal (jittered by
-// at most 5 minutes); a shared store that keeps no quotas refuses the rules
-// at start, naming the limit.
+// A calendar quota through serve, on every store: the check API admits
+// the quota, then denies with quota_exceeded and a Retry-After at the
+// renewal (jittered by at most 5 minutes); two instances on a shared store
+// share the quota. A strict window on a shared store fails the start,
+// naming the limit.
 func TestServeQuotaEndToEnd(t *testing.T) {
 	rules := filepath.Join(t.TempDir(), "rules.json")
-	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"limits":[
+	writeRules(t, rules, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"fail_mode":"closed","limits":[
 	  {"name":"per-ip-second","rps":100,"burst":100},
 	  {"name":"per-ip-day","quota":3,"period":"day","time_zone":"Pacific/Kiritimati"}]}]}`)
-	p := startServe(t, "--rules", rules)
-	for i := range 3 {
-		if d := checkVia(t, p, "203.0.113.9"); !d.Allowed {
-			t.Fatalf("check %d: %+v", i, d.Result)
-		}
+	stores := []struct {
+		name  string
+		flags func(t *testing.T) []string
+	}{
+		{"memory", func(*testing.T) []string { return nil }},
+		{"redis", func(t *testing.T) []string {
+			return []string{"--redis", startRedisServer(t), "--redis-timeout", "10s"}
+		}},
+		{"postgres", func(t *testing.T) []string {
+			return []string{"--postgres", pgtest.Start(t).DSN(), "--postgres-install", "--postgres-timeout", "10s"}
+		}},
 	}
-	d := checkVia(t, p, "203.0.113.9")
-	// Kiritimati is UTC+14: its midnight is 10:00 UTC.
-	now := time.Now().UTC()
-	renewal := time.Date(now.Year(), now.Month(), now.Day(), 10, 0, 0, 0, time.UTC)
-	if !now.Before(renewal) {
-		renewal = renewal.Add(24 * time.Hour)
+	for _, st := range stores {
+		t.Run("store="+st.name, func(t *testing.T) {
+			flags := append([]string{"--rules", rules}, st.flags(t)...)
+			a := startServe(t, flags...)
+			b := a
+			if st.name != "memory" {
+				b = startServe(t, flags...)
+			}
+			if n := admittedAlternately(t, a, b, 6); n != 3 {
+				t.Errorf("admitted %d of 6, want the day's quota, 3", n)
+			}
+			d := checkVia(t, b, "203.0.113.5")
+			// Kiritimati is UTC+14: its midnight is 10:00 UTC.
+			now := time.Now().UTC()
+			renewal := time.Date(now.Year(), now.Month(), now.Day(), 10, 0, 0, 0, time.UTC)
+			if !now.Before(renewal) {
+				renewal = renewal.Add(24 * time.Hour)
+			}
+			wait := renewal.Sub(now).Seconds()
+			ra, _ := strconv.ParseFloat(d.Headers["Retry-After"], 64)
+			if d.Allowed || d.DeniedBy != "per-ip-day" || d.Reason != "quota_exceeded" || ra < wait-5 || ra > wait+305 {
+				t.Fatalf("after the quota: %+v, Retry-After %v; want quota_exceeded until the renewal in %v s", d.Result, ra, wait)
+			}
+			if got := d.Headers["RateLimit-Policy"]; got != `"per-ip-second";q=100;w=1, "per-ip-day";q=3;w=86400` {
+				t.Errorf("RateLimit-Policy %q", got)
+			}
+		})
 	}
-	wait := renewal.Sub(now).Seconds()
-	ra, _ := strconv.ParseFloat(d.Headers["Retry-After"], 64)
-	if d.Allowed || d.DeniedBy != "per-ip-day" || d.Reason != "quota_exceeded" || ra < wait-5 || ra > wait+305 {
-		t.Fatalf("4th check: %+v, Retry-After %v; want quota_exceeded until the renewal in %v s", d.Result, ra, wait)
-	}
-	if got := d.Headers["RateLimit-Policy"]; got != `"per-ip-second";q=100;w=1, "per-ip-day";q=3;w=86400` {
-		t.Errorf("RateLimit-Policy %q", got)
-	}
-	code, _, errs := runArgs("serve", "--rules", rules, "--redis", startRedisServer(t), "--listen", "127.0.0.1:0")
-	if code == 0 || !strings.Contains(errs, "per-ip-day") || !strings.Contains(errs, "calendar quotas") {
-		t.Errorf("quota on Redis: exit %d, %q; want a failed start naming the limit", code, errs)
+	window := filepath.Join(t.TempDir(), "window.json")
+	writeRules(t, window, `{"rules":[{"name":"per-ip","limit_keys":["ip:address"],"limits":[
+	  {"name":"per-ip-hour","limit":10,"window":"1h"}]}]}`)
+	code, _, errs := runArgs("serve", "--rules", window, "--redis", startRedisServer(t), "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(errs, "per-ip-hour") || !strings.Contains(errs, "strict windows") {
+		t.Errorf("a window on Redis: exit %d, %q; want a failed start naming the limit", code, errs)
 	}
 }

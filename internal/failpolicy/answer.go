@@ -28,6 +28,16 @@ type Take struct {
 	Burst float64
 	Key   string
 	N     float64
+
+	// Quota, with Policy Fallback, is the local calendar quota of a
+	// Limiter that keeps one, in place of Fallback: it decides with
+	// QuotaCalendar (the Limiter's own; Burst is its quota) at a share of
+	// the quota, 1/Peers.N() or Share (RetuneQuota), and Calendar is the
+	// take's own calendar (engine.Take.Calendar).
+	Quota         *engine.Quota
+	QuotaCalendar engine.Calendar
+	Calendar      *engine.Calendar
+	Share         float64
 }
 
 // Answer fills out with the policies' answer for a call of takes (a Take,
@@ -51,6 +61,16 @@ func Answer(takes []Take, out []engine.Decision) (denied int, fellBack bool) {
 				denied = i
 			}
 		case Fallback:
+			if t.Quota != nil {
+				share := t.Share
+				if t.Peers != nil {
+					share = t.Peers.Share()
+				}
+				RetuneQuota(t.Quota, t.Burst, t.QuotaCalendar, share)
+				local = append(local, engine.Take{Limiter: t.Quota, Key: t.Key, N: t.N, Calendar: t.Calendar})
+				where = append(where, i)
+				continue
+			}
 			if t.Peers != nil {
 				Retune(t.Fallback, t.Limit, t.Burst, t.Peers.Share())
 			}

@@ -122,3 +122,24 @@ func Retune(e *engine.Engine, limit engine.Limit, burst, share float64) {
 	// previous limit, the nearest it can.
 	_ = e.SetAt(time.Now(), l, b)
 }
+
+// QuotaShare is a fallback's share of a calendar quota of n tokens: rounded
+// down to a whole quantum, but at least a token (or n, if less), so that
+// every instance can still admit a request of cost 1 however many share
+// the quota.
+func QuotaShare(n, share float64) float64 {
+	b := math.Floor(n*share*fixedpoint.QuantaPerToken) / fixedpoint.QuantaPerToken
+	return max(b, min(n, 1))
+}
+
+// RetuneQuota gives q share of a quota of n tokens per period of cal
+// (QuotaShare), if it does not hold them already. What each key took
+// stays (engine.Quota.SetQuota).
+func RetuneQuota(q *engine.Quota, n float64, cal engine.Calendar, share float64) {
+	b := QuotaShare(n, share)
+	if q.Burst() == b && q.Calendar() == cal {
+		return
+	}
+	// n and cal passed engine.CheckQuota, and so does b.
+	_ = q.SetQuota(b, cal)
+}

@@ -134,3 +134,41 @@ func TestCheckPeers(t *testing.T) {
 		t.Errorf("Check with Peers: %+v, %v; want the whole limit and the default MaxKeys", cfg, err)
 	}
 }
+
+// A calendar quota's fallback keeps 1/N of the quota (Peers) or a fixed
+// share, over the quota's calendar, at least a token, retuned as they
+// change, and decides a take with its own calendar.
+func TestAnswerQuotaFollowsPeers(t *testing.T) {
+	daily := engine.Calendar{Period: engine.Daily}
+	q, err := engine.NewQuota(engine.QuotaConfig{Quota: 12, Calendar: daily, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var p Peers
+	p.Set(3)
+	weekly := engine.Calendar{Period: engine.Weekly}
+	admitted := func(key string, n int, peers *Peers, share float64, cal *engine.Calendar) int {
+		a := 0
+		for range n {
+			out := make([]engine.Decision, 1)
+			tk := Take{Policy: Fallback, Quota: q, QuotaCalendar: daily, Peers: peers, Share: share, Burst: 12, Key: key, N: 1, Calendar: cal}
+			if k, fellBack := Answer([]Take{tk}, out); k < 0 && fellBack {
+				a++
+			}
+		}
+		return a
+	}
+	if got := admitted("a", 10, &p, 0, nil); got != 4 || q.Burst() != 4 {
+		t.Errorf("3 instances, quota 12: the fallback admitted %d (quota %v), want 4", got, q.Burst())
+	}
+	if got := admitted("b", 10, nil, 0.25, &weekly); got != 3 || q.Calendar() != daily {
+		t.Errorf("a share of 1/4 of 12: the fallback admitted %d, calendar %+v; want 3, daily", got, q.Calendar())
+	}
+	if got := QuotaShare(12, 0.01); got != 1 {
+		t.Errorf("QuotaShare(12, 0.01) = %v, want 1: at least a token", got)
+	}
+	if got := QuotaShare(0.5, 0.1); got != 0.5 {
+		t.Errorf("QuotaShare(0.5, 0.1) = %v, want 0.5: a quota below a token, whole", got)
+	}
+}

@@ -87,6 +87,11 @@ func Check(p Policy, limit engine.Limit, burst, share float64, maxKeys int, peer
 // engineMaxKeys is the fallback engine's MaxKeys for a store's
 // FallbackMaxKeys: 0 picks DefaultFallbackMaxKeys, negative is the
 // engine's unbounded (0).
+// FallbackMaxKeys is the MaxKeys of a fallback engine (or quota) for a
+// FallbackMaxKeys option: 0 picks DefaultFallbackMaxKeys, negative is
+// unbounded.
+func FallbackMaxKeys(maxKeys int) int { return engineMaxKeys(maxKeys) }
+
 func engineMaxKeys(maxKeys int) int {
 	switch {
 	case maxKeys == 0:

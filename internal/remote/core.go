@@ -19,8 +19,13 @@ type Core struct {
 	Settings
 	// Fallback is the local engine of OnFailure Fallback, else nil.
 	Fallback *engine.Engine
-	Breaker  *failpolicy.Breaker
-	Counters Counters
+	// Quota is the calendar quota of a Limiter that keeps one (see
+	// NewQuotaCore), and FallbackQuota its local quota of OnFailure
+	// Fallback, in place of Fallback.
+	Quota         *Quota
+	FallbackQuota *engine.Quota
+	Breaker       *failpolicy.Breaker
+	Counters      Counters
 	// breakerOpen is the store's ErrBreakerOpen.
 	breakerOpen error
 }
@@ -51,10 +56,47 @@ func NewCore(s Settings, breakerOpen error) (*Core, error) {
 	return c, nil
 }
 
+// NewQuotaCore returns the Core of a calendar quota q whose Limiter has
+// settings s, checked but for the limit (a quota's is q's): with OnFailure
+// Fallback, its local quota (an engine.Quota of at most FallbackMaxKeys
+// keys) holds FallbackShare of q's quota, or 1/FallbackPeers.N() of it from
+// each failure on, over q's calendar (failpolicy.RetuneQuota).
+func NewQuotaCore(s Settings, q *Quota, breakerOpen error) (*Core, error) {
+	policy, share, peers := s.OnFailure, s.FallbackShare, s.FallbackPeers
+	// The core without the token buckets' fallback engine.
+	s.OnFailure, s.FallbackShare, s.FallbackPeers = failpolicy.FailClosed, 0, nil
+	c, err := NewCore(s, breakerOpen)
+	if err != nil {
+		return nil, err
+	}
+	c.Quota = q
+	if policy != failpolicy.Fallback {
+		c.OnFailure = policy
+		return c, nil
+	}
+	if peers == nil && !(share > 0 && share <= 1) {
+		return nil, fmt.Errorf("%w: FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", s.Invalid, share)
+	}
+	start := share
+	if peers != nil {
+		start = 1 // the whole quota until a failure reads the peers
+	}
+	fq, err := engine.NewQuota(engine.QuotaConfig{Quota: failpolicy.QuotaShare(q.Burst(), start), Calendar: q.Calendar(),
+		MaxKeys: failpolicy.FallbackMaxKeys(s.FallbackMaxKeys)})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the fallback quota: %w", s.Invalid, err)
+	}
+	c.OnFailure, c.FallbackShare, c.FallbackPeers, c.FallbackQuota = policy, share, peers, fq
+	return c, nil
+}
+
 // Close releases the fallback engine, if any. Takes after Close still
 // work; the fallback engine still decides them while the store fails (it
 // only stops sweeping).
 func (c *Core) Close() error {
+	if c.FallbackQuota != nil {
+		c.FallbackQuota.Close()
+	}
 	if c.Fallback != nil {
 		return c.Fallback.Close()
 	}

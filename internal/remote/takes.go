@@ -51,7 +51,28 @@ func Fail(takes []engine.Take, out []engine.Decision, core func(*engine.Take) *C
 		c := core(&takes[i])
 		ft[i] = failpolicy.Take{Policy: c.OnFailure, Fallback: c.Fallback, Timeout: c.Timeout,
 			Burst: c.Burst, Limit: c.Limit, Peers: c.FallbackPeers, Key: takes[i].Key, N: takes[i].N}
+		if c.Quota != nil {
+			ft[i].Burst, ft[i].Limit = c.Quota.Burst(), c.Quota.Limit()
+			ft[i].Quota, ft[i].QuotaCalendar, ft[i].Share = c.FallbackQuota, c.Quota.Calendar(), c.FallbackShare
+			ft[i].Calendar = takes[i].Calendar
+		}
 		c.Counters.Count(c.OnFailure)
 	}
 	return failpolicy.Answer(ft, out)
+}
+
+// FailClosed is Fail with every take answered FailClosed, whatever its
+// policy: for a call whose store answered but cannot be trusted to have
+// decided (a calendar quota's store clock more than a period ahead of the
+// instance's), which no local fallback may decide in its place either.
+func FailClosed(takes []engine.Take, out []engine.Decision, core func(*engine.Take) *Core) int {
+	for i := range takes {
+		c := core(&takes[i])
+		out[i] = engine.Decision{RetryAfter: c.Timeout}
+		c.Counters.Count(failpolicy.FailClosed)
+	}
+	if len(takes) == 0 {
+		return -1
+	}
+	return 0
 }

@@ -72,6 +72,21 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 	SELECT div((div(at * p, q) + cap - tk) * q + p - 1, p)::bigint
 $fn$;
 
+-- name: period
+-- period is the end of a calendar quota's period at microsecond now (see
+-- take_all): the row's, if it used something (quanta above 0) in a period
+-- that ends after now, else b1 or b2, whichever is the first after now;
+-- NULL when now is at or past b2.
+CREATE OR REPLACE FUNCTION {{table_period}}(
+	present boolean, e bigint, used bigint, now bigint, b1 bigint, b2 bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+	SELECT CASE
+		WHEN present AND used > 0 AND e > now THEN e
+		WHEN now < b1 THEN b1
+		WHEN now < b2 THEN b2
+	END
+$fn$;
+
 -- name: take
 -- take makes the takes one after another, each as if alone, at one
 -- reading of the clock (the database's unless at_us is given: tests). A
@@ -168,6 +183,19 @@ $fn$;
 -- denied take (0: all taken), and per take the tick and quanta of its
 -- bucket: after the take when all were taken, else as it is. A key listed
 -- twice pays twice.
+--
+-- A take with a negative cap is a calendar quota's: its capacity is -cap,
+-- and its p and q are b1 and b2, the ends (Unix microseconds) of the period
+-- that holds the instance's clock and of the next, which the instance
+-- reads from the calendar. Its row holds the end of the key's period
+-- (tick, and expires: Sweep removes it once the period ended) and the
+-- quanta used in it. A key that used something in a period ending after
+-- now is still in it; otherwise a new period begins, ending at b1 if now
+-- is before it, else at b2 if now is before that; otherwise (the
+-- database's clock more than a period ahead of the instance's) denied is
+-- minus the take's index, and nothing is written. Its reply is the end and
+-- the quanta used; a denied quota take reports its period as it found it,
+-- after the call's earlier takes.
 CREATE OR REPLACE FUNCTION {{table_take_all}}(
 	keys bytea[], caps bigint[], ps numeric[], qs numeric[], costs bigint[], lock_ms int, at_us bigint DEFAULT NULL,
 	OUT now_us bigint, OUT denied int, OUT at_of bigint[], OUT q_of bigint[])
@@ -225,6 +253,22 @@ BEGIN
 					r_q := rq[j];
 				END IF;
 			END IF;
+			IF caps[i] < 0 THEN
+				a := {{table_period}}(present, r_tick, r_q, now_us, ps[i]::bigint, qs[i]::bigint);
+				IF a IS NULL THEN
+					denied := -i;
+					RETURN;
+				END IF;
+				tk := CASE WHEN present AND r_q > 0 AND a = r_tick THEN r_q ELSE 0 END;
+				at_of[i] := a;
+				q_of[i] := tk;
+				IF costs[i] > -caps[i] OR tk + costs[i] > -caps[i] THEN
+					denied := i;
+					EXIT;
+				END IF;
+				q_of[i] := tk + costs[i];
+				CONTINUE;
+			END IF;
 			SELECT v.at, v.tk INTO a, tk FROM {{table_advance}}(present, r_tick, r_q, now_us, caps[i], ps[i], qs[i]) v;
 			IF costs[i] > caps[i] OR tk < costs[i] THEN
 				denied := i;
@@ -234,9 +278,21 @@ BEGIN
 			q_of[i] := tk - costs[i];
 		END LOOP;
 		IF denied > 0 THEN
-			-- Every key reports its bucket as it is.
+			-- Every key reports its bucket (or its quota's period) as it
+			-- is, but a denied quota's, as it was found.
 			FOR i IN 1..n LOOP
 				j := array_position(rk, keys[i]);
+				IF caps[i] < 0 THEN
+					CONTINUE WHEN i = denied;
+					a := {{table_period}}(j IS NOT NULL, rt[j], rq[j], now_us, ps[i]::bigint, qs[i]::bigint);
+					IF a IS NULL THEN
+						denied := -i;
+						RETURN;
+					END IF;
+					at_of[i] := a;
+					q_of[i] := CASE WHEN j IS NOT NULL AND rq[j] > 0 AND a = rt[j] THEN rq[j] ELSE 0 END;
+					CONTINUE;
+				END IF;
 				IF j IS NULL THEN
 					SELECT v.at, v.tk INTO a, tk FROM {{table_advance}}(false, NULL, NULL, now_us, caps[i], ps[i], qs[i]) v;
 				ELSE
@@ -263,8 +319,12 @@ BEGIN
 	-- Write each key's last state, skipping keys only peeked.
 	FOR i IN REVERSE n..1 LOOP
 		IF costs[i] > 0 AND NOT EXISTS (SELECT 1 FROM generate_series(i+1, n) m WHERE keys[m] = keys[i] AND costs[m] > 0) THEN
-			UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], expires = {{table_full}}(at_of[i], q_of[i], caps[i], ps[i], qs[i])
-				WHERE b.key = keys[i];
+			IF caps[i] < 0 THEN
+				UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], expires = at_of[i] WHERE b.key = keys[i];
+			ELSE
+				UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], expires = {{table_full}}(at_of[i], q_of[i], caps[i], ps[i], qs[i])
+					WHERE b.key = keys[i];
+			END IF;
 		END IF;
 	END LOOP;
 END

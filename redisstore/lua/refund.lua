@@ -2,12 +2,19 @@
 -- p, q, fill, cost and the tick the take stored. It returns the cost less the
 -- refill the bucket received since the take (the give-back of
 -- engine.Engine.TakeAllAt), at most up to the capacity, so that the bucket
--- never holds more than it would had the take never been made. The reply is
+-- never holds more than it would had the take never been made. For a
+-- calendar quota (p = 0, see quota_lib.lua) the tick is the end of the
+-- period the take was made in: the cost goes back to that period if it is
+-- still the key's, and a period that ended owes nothing. The reply is
 -- {now}.
 
 local cap, p, q, fill, cost, took = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local key = KEYS[1]
 local last, tokens = load(key)
+if p == 0 then
+  if last == took and tokens >= cost and last * 1000 > now then keep(key, last, tokens - cost) end
+  return {now}
+end
 if last ~= nil then
   local at, tk = advance(last, tokens, now, cap, p, q, fill)
   local back = cost
