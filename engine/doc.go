@@ -91,6 +91,31 @@
 // ID; NewPool makes a Store from a function that opens a Limiter. Package
 // limitertest is the conformance suite every implementation passes.
 //
+// # Other shapes of limit
+//
+// Quota is a calendar quota (N tokens per day, week, month or year of a
+// zone's calendar, renewed at once) and Window a strict window (never more
+// than N in any span); both are Limiters that TakeAll decides with Engines,
+// and Spec.Calendar and Spec.Window bind them through a Store.
+//
+// A store that keeps quotas outside this process decides them by its own
+// clock, as its token buckets, and the instance reads the calendar (a
+// store may have no zone rules, or others than Go's). Each take carries
+// b1, the end of the period that holds the instance's clock by the take's
+// calendar, and b2, the end of the period after it, on whole minutes. The
+// store reads its clock T: a key that took something in a period that ends
+// after T is still in that period (a clock that steps back stays in it);
+// otherwise a new period begins, ending at b1 if T is before b1, else at
+// b2 if T is before b2; otherwise the two clocks differ by more than a
+// period, and the take fails with an error wrapping ErrUnavailable, taking
+// nothing. So clocks a few seconds apart agree on where periods end: an
+// instance s seconds behind the store still renews each key at the store's
+// b1, and one s seconds ahead begins a key's next period at most s seconds
+// early. A denial writes nothing; RetryAfter is the time to the period's
+// end. A key's record expires at its period's end, since an ended period
+// and a missing record are the same: a store clock that steps back after
+// that finds no period and begins one.
+//
 // # Failure
 //
 // A new key that finds MaxKeys buckets live and none full takes its tokens

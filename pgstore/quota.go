@@ -16,40 +16,13 @@ import (
 // Limiters and Quotas of one Store decide a TakeAll together, in one
 // statement, all or none.
 //
-// The database's clock decides, as for token buckets; the instance reads
-// the calendar (PostgreSQL's zone rules need not be Go's). Each take
-// carries b1, the end of the period that holds the instance's clock
-// (time.Now) by the take's calendar (engine.Take.Calendar, or the
-// quota's), and b2, the end of the period after it, both in Unix
-// microseconds on whole minutes, as an engine.Quota stores its ends. The
-// statement reads the database's clock T:
-//
-//   - a key that took something in a period that ends after T is still in
-//     that period, even if T is before b1's period begins (a clock that
-//     steps back stays in the period it was in);
-//   - otherwise a new period begins, ending at b1 if T is before b1, else
-//     at b2 if T is before b2;
-//   - otherwise (T at or past b2: the database's clock more than a period
-//     ahead of the instance's) the take fails with an error wrapping
-//     ErrClockAhead and engine.ErrUnavailable, takes nothing and never
-//     admits: the caller's failure policy answers it.
-//
-// Near a renewal, clocks a few seconds apart agree on where periods end:
-// the database's clock picks between b1 and b2, so an instance whose clock
-// is s seconds behind still renews each key at the database's b1. One s
-// seconds ahead sends the next period's bounds for the last s seconds of
-// a period: a key in its period keeps it to its end, and a key that begins
-// a period then begins the next one, a few seconds early (what it takes
-// counts toward that period).
-//
-// A denial writes nothing. Its RetryAfter is the time to the period's end
-// (InfDuration for a cost above the quota), Remaining the quota less what
-// the period used, and ResetAfter the time to its end when something was
-// used. A key's row holds the end of its period and what it used, and
-// expires at that end: Sweep removes it once the period ended (a period
-// that ended and a missing row are the same). One consequence, as for
-// token buckets: a database clock that steps back after a sweep removed a
-// key's row finds no period, and begins one.
+// It keeps the contract of a quota in a shared store (package engine,
+// "Other shapes of limit"): the database's clock decides, and each take
+// carries b1 and b2, the ends of the instance's period and of the next, in
+// Unix microseconds on whole minutes; the database's clock past b2 fails
+// the take with ErrClockAhead. A key's row holds the end of its period and
+// what it used, and expires at that end: Sweep removes it once the period
+// ended.
 //
 // While the database fails, a Store's Quota falls back as its Limiters do
 // (StoreOptions.FallbackShare): to a local engine.Quota with a share of

@@ -16,38 +16,12 @@ import (
 // engine.Quota. A Store binds one for a Spec with a Calendar; Limiters and
 // Quotas of one client decide a TakeAll together, all or none.
 //
-// The server's clock decides, as for token buckets; the instance reads the
-// calendar. Lua has no time zone rules, so each take carries b1, the end
-// of the period that holds the instance's clock (time.Now) by the take's
-// calendar (engine.Take.Calendar, or the quota's), and b2, the end of the
-// period after it, both in Unix milliseconds on whole minutes, as an
-// engine.Quota stores its ends. The script reads the server's clock T:
-//
-//   - a key that took something in a period that ends after T is still in
-//     that period, even if T is before b1's period begins (a clock that
-//     steps back stays in the period it was in);
-//   - otherwise a new period begins, ending at b1 if T is before b1, else
-//     at b2 if T is before b2;
-//   - otherwise (T at or past b2: the server's clock more than a period
-//     ahead of the instance's) the take fails with an error wrapping
-//     ErrClockAhead and engine.ErrUnavailable, takes nothing and never
-//     admits: the caller's failure policy answers it.
-//
-// Near a renewal, clocks a few seconds apart agree on where periods end:
-// the server's clock picks between b1 and b2, so an instance whose clock
-// is s seconds behind the server's still renews each key at the server's
-// b1. One s seconds ahead sends the next period's bounds for the last s
-// seconds of a period: a key in its period keeps it to its end, and a key
-// that begins a period then begins the next one, a few seconds early (what
-// it takes counts toward that period).
-//
-// A denial writes nothing. Its RetryAfter is the time to the period's end
-// (InfDuration for a cost above the quota), Remaining the quota less what
-// the period used, and ResetAfter the time to its end when something was
-// used. A key expires at its period's end (PXAT): a period that ended and
-// a missing key are the same, so Redis holds only the keys used in their
-// current period. One consequence, as for token buckets: a server clock
-// that steps back after a key expired finds no period, and begins one.
+// It keeps the contract of a quota in a shared store (package engine,
+// "Other shapes of limit"): the server's clock decides, and each take
+// carries b1 and b2, the ends of the instance's period and of the next, in
+// Unix milliseconds on whole minutes; the server's clock past b2 fails the
+// take with ErrClockAhead. A key expires at its period's end (PXAT), so
+// Redis holds only the keys used in their current period.
 //
 // While Redis fails, a Store's Quota falls back as its Limiters do
 // (StoreOptions.FallbackShare): to a local engine.Quota with a share of
