@@ -113,7 +113,8 @@ func textWidth(s string, size float64) float64 {
 	return 0.6 * size * float64(utf8.RuneCountInString(s))
 }
 
-func newChart(cfg simConfig, res simResult) *chart {
+// newChart draws a token bucket's run, the only shape of cfg.
+func newChart(cfg simConfig, res shapeRun) *chart {
 	end := cfg.duration.Seconds()
 	c := &chart{}
 	rate := cfg.rateText
