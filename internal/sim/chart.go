@@ -61,6 +61,7 @@ type panel struct {
 	xMax, yMax     float64
 	xTicks, yTicks []tick
 	yLabel         string
+	yLabelSize     float64 // 0 is axisSize
 }
 
 // x is where time t, in seconds, lies on the page.
@@ -105,6 +106,14 @@ const (
 	labelPad   = 2.0
 	labelSlack = 0.15 // of the label's width
 )
+
+// fitSize is size, or less if s set in it would be wider than width.
+func fitSize(s string, size, width float64) float64 {
+	if w := textWidth(s, size); w > width {
+		return size * width / w
+	}
+	return size
+}
 
 // textWidth estimates the width of s in points. The chart names a family
 // of common sans-serif fonts, and the viewer picks one; this is a generous

@@ -147,7 +147,7 @@ func (q *quotaConfig) title() string {
 	if q.zone != "" {
 		zone = q.zone
 	}
-	return fmt.Sprintf("calendar quota: %s a %s%s (%s)", strconv.FormatFloat(q.n, 'g', -1, 64), c.Period, anchor, zone)
+	return fmt.Sprintf("calendar quota: %s a %s%s (%s)", strconv.FormatFloat(q.n, 'f', -1, 64), c.Period, anchor, zone)
 }
 
 // title is the window's title: "strict window: 100 in any 24h (16 slots)".
@@ -156,7 +156,7 @@ func (w *windowConfig) title() string {
 	if slots == 0 {
 		slots = 16
 	}
-	return fmt.Sprintf("strict window: %s in any %s (%d slots)", strconv.FormatFloat(w.limit, 'g', -1, 64), shortDuration(w.span), slots)
+	return fmt.Sprintf("strict window: %s in any %s (%d slots)", strconv.FormatFloat(w.limit, 'f', -1, 64), shortDuration(w.span), slots)
 }
 
 // shortDuration is d without the zero units a Duration prints: 24h, not

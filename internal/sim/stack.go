@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+	"slices"
 	"time"
 )
 
@@ -23,6 +25,7 @@ type stack struct {
 // stackPanel is one shape's panel.
 type stackPanel struct {
 	title       string
+	titleSize   float64 // titleSize, or less for a title too wide for the panel
 	panel       panel
 	bars        []bar
 	line        []point // requests per interval; nil for none
@@ -155,8 +158,10 @@ func newStack(cfg simConfig, res simResult) *stack {
 		p := &st.panels[i]
 		p.ceiling = maxCount
 		p.panel.xMax, p.panel.yMax = end, yMax
-		p.panel.xTicks, p.panel.yTicks = xTicks, niceTicks(0, yMax)
+		p.panel.xTicks, p.panel.yTicks = xTicks, countTicks(yMax)
 		p.panel.yLabel = "requests per " + shortDuration(cfg.interval)
+		p.panel.yLabelSize = fitSize(p.panel.yLabel, axisSize, stackHeight)
+		p.titleSize = fitSize(p.title, titleSize, plotRight-plotLeft)
 		var names float64
 		for _, n := range p.legendNames {
 			names = max(names, textWidth(n, fontSize))
@@ -167,6 +172,17 @@ func newStack(cfg simConfig, res simResult) *stack {
 			maxX: right, maxY: minY + float64(len(p.legendNames))*legendRow}
 	}
 	return st
+}
+
+// countTicks are the ticks of an axis of requests from 0 to yMax: whole
+// numbers, unless there would be fewer than two.
+func countTicks(yMax float64) []tick {
+	all := niceTicks(0, yMax)
+	whole := slices.DeleteFunc(slices.Clone(all), func(t tick) bool { return t.value != math.Trunc(t.value) })
+	if len(whole) < 2 {
+		return all
+	}
+	return whole
 }
 
 // costText is the cost as the stack's title gives it: nothing for 1.

@@ -114,7 +114,7 @@ func (st *stack) writeSVG(w io.Writer) error {
 	for i, sp := range st.panels {
 		p := sp.panel
 		last := i == len(st.panels)-1
-		s.text(p.area.minX, p.area.minY-6, "start", titleSize, sp.title)
+		s.text(p.area.minX, p.area.minY-6, "start", sp.titleSize, sp.title)
 		for _, t := range p.xTicks {
 			s.line(p.x(t.value), p.area.minY, p.x(t.value), p.area.maxY, gridStyle)
 		}
@@ -275,6 +275,10 @@ func (s svgWriter) axes(p panel) {
 		s.text(a.minX-tickLen-2, y+fontSize*0.35, "end", fontSize, t.label)
 	}
 	x, y := 16.0, (a.minY+a.maxY)/2
+	size := p.yLabelSize
+	if size == 0 {
+		size = axisSize
+	}
 	fmt.Fprintf(s.w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"%s\" transform=\"rotate(-90 %s %s)\">%s</text>\n",
-		num(x), num(y), num(axisSize), num(x), num(y), escaper.Replace(p.yLabel))
+		num(x), num(y), num(size), num(x), num(y), escaper.Replace(p.yLabel))
 }
