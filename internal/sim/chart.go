@@ -19,6 +19,7 @@ import (
 // downwards as in SVG; svg.go only writes it out.
 type chart struct {
 	title          string
+	pauses         []span // the client's pauses, shaded in both panels
 	tokens, counts panel
 	tokenLine      []point // seconds, tokens after a request
 	bars           []bar
@@ -40,6 +41,18 @@ type box struct{ minX, minY, maxX, maxY float64 }
 // overlap reports whether a and b share more than an edge.
 func overlap(a, b box) bool {
 	return a.minX < b.maxX && b.minX < a.maxX && a.minY < b.maxY && b.minY < a.maxY
+}
+
+// span is a stretch of time, from and to in seconds.
+type span struct{ from, to float64 }
+
+// pauseSpans are cfg's pauses, in seconds.
+func pauseSpans(cfg simConfig) []span {
+	var out []span
+	for _, p := range cfg.pauses {
+		out = append(out, span{p.from.Seconds(), p.to.Seconds()})
+	}
+	return out
 }
 
 // bar is one interval's admitted or denied requests, from and to in seconds.
@@ -131,6 +144,10 @@ func newChart(cfg simConfig, res shapeRun) *chart {
 		rate += " (changes marked)"
 	}
 	c.title = "rate " + rate + ", burst " + strconv.FormatFloat(cfg.burst, 'g', -1, 64) + ", load " + cfg.loadText
+	if p := cfg.pauseText(); p != "" {
+		c.title += ", " + p
+	}
+	c.pauses = pauseSpans(cfg)
 
 	xTicks := niceTicks(0, end)
 	if len(res.intervals) <= maxIntervalTicks {

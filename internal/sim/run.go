@@ -49,6 +49,11 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "simulated time")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "report interval")
 	fs.StringVar(&cfg.svg, "svg", "", "also draw the simulation as an SVG chart to this file")
+	var pauses []string
+	fs.Func("pause", "send nothing from FROM to TO into the simulation: `FROM-TO`, such as 10s-20s; repeatable", func(s string) error {
+		pauses = append(pauses, s)
+		return nil
+	})
 	var quota, period, zone, weekday string
 	var anchor engine.Calendar
 	var window windowConfig
@@ -128,6 +133,10 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.changes, err = parseChanges(changes, cfg.duration, cfg.burst); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if cfg.pauses, err = parsePauses(pauses, cfg.duration); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}

@@ -278,3 +278,53 @@ func TestMostInSpan(t *testing.T) {
 		}
 	}
 }
+
+// A pause sends nothing, and the token bucket refills meanwhile: drained
+// at 0.9 s, it holds 21 tokens at 3 s, and admits those and the next
+// second's refill, 9 tokens by the last request at 3 59/60 s.
+func TestSimPause(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sim.svg")
+	code, out, errs := runArgs("--rate", "10", "--burst", "50", "--load", "60/s", "--duration", "5s", "--pause", "1s-3s", "--svg", path)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if head := "rate 10/s, burst 50, load 60/s (cost 1), 5s in steps of 1s\nfrom 1s to 3s: no requests\n\n"; !strings.HasPrefix(out, head) {
+		t.Errorf("report starts %q, want %q", out[:min(len(out), len(head))], head)
+	}
+	checkRows(t, out, [][]string{
+		{"0s", "1s", "60", "59", "1"},
+		{"1s", "2s", "0", "0", "0", "11.000"},
+		{"2s", "3s", "0", "0", "0", "21.000"},
+		{"3s", "4s", "60", "30", "30"},
+		{"4s", "5s", "60", "10", "50"},
+	})
+	svg := readSVG(t, path)
+	if !slices.Contains(svg.texts, "rate 10/s, burst 50, load 60/s, none from 1s to 3s") || svg.paused != 2 {
+		t.Errorf("chart has %d shaded pauses and texts %q; want the pause in the title and shaded in both panels", svg.paused, svg.texts)
+	}
+	// In a stack, shaded in each panel; pauses in time order.
+	code, _, errs = runArgs("--quota", "30", "--window-limit", "20", "--window", "2s", "--load", "60/s", "--duration", "5s",
+		"--pause", "4s-5s", "--pause", "1s-2s", "--svg", path)
+	svg = readSVG(t, path)
+	if code != 0 || !slices.Contains(svg.texts, "load 60/s, none from 1s to 2s, from 4s to 5s") || svg.paused != 4 {
+		t.Errorf("exit %d, stderr %q; chart has %d shaded pauses and texts %q; want two pauses in the title and in each of two panels",
+			code, errs, svg.paused, svg.texts)
+	}
+}
+
+func TestSimPauseErrors(t *testing.T) {
+	for _, tt := range []struct {
+		arg, msg string
+	}{
+		{"2s", `faucet sim: --pause: want FROM-TO, two times into the simulation such as 10s-20s; got "2s"`},
+		{"2-3s", `faucet sim: --pause: want FROM-TO, two times into the simulation such as 10s-20s; got "2-3s"`},
+		{"3s-2s", "faucet sim: --pause 3s-2s: want 0 <= FROM < TO <= --duration (5s)"},
+		{"2s-2s", "faucet sim: --pause 2s-2s: want 0 <= FROM < TO <= --duration (5s)"},
+		{"4s-6s", "faucet sim: --pause 4s-6s: want 0 <= FROM < TO <= --duration (5s)"},
+	} {
+		code, out, errs := runArgs("--duration", "5s", "--pause", tt.arg)
+		if code != 2 || out != "" || errs != tt.msg+"\n" {
+			t.Errorf("faucet sim --pause %s: exit %d, stdout %.40q, stderr %q; want exit 2 and %q", tt.arg, code, out, errs, tt.msg)
+		}
+	}
+}

@@ -34,6 +34,55 @@ type simConfig struct {
 	bucket bool
 	quota  *quotaConfig  // a calendar quota to simulate, or nil
 	window *windowConfig // a strict window to simulate, or nil
+	// pauses are the spans in which the client sends nothing (--pause),
+	// in time order.
+	pauses []pause
+}
+
+// pause is one --pause: no requests from from to to (into the
+// simulation).
+type pause struct {
+	from, to time.Duration
+}
+
+// paused reports whether at lies in one of cfg's pauses.
+func (c simConfig) paused(at time.Duration) bool {
+	return slices.ContainsFunc(c.pauses, func(p pause) bool { return at >= p.from && at < p.to })
+}
+
+// pauseText says when the client pauses, for the report's head and the
+// chart's title: "none from 24h to 48h"; "" without pauses.
+func (c simConfig) pauseText() string {
+	var parts []string
+	for _, p := range c.pauses {
+		parts = append(parts, shortDuration(p.from)+" to "+shortDuration(p.to))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "none from " + strings.Join(parts, ", from ")
+}
+
+// parsePauses reads the --pause values, FROM-TO each, two times into a
+// simulation of duration, FROM before TO; and returns them in time order.
+func parsePauses(args []string, duration time.Duration) ([]pause, error) {
+	var out []pause
+	for _, arg := range args {
+		from, to, found := strings.Cut(arg, "-")
+		var p pause
+		var err1, err2 error
+		p.from, err1 = time.ParseDuration(strings.TrimSpace(from))
+		p.to, err2 = time.ParseDuration(strings.TrimSpace(to))
+		if !found || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("--pause: want FROM-TO, two times into the simulation such as 10s-20s; got %q", arg)
+		}
+		if p.from < 0 || p.from >= p.to || p.to > duration {
+			return nil, fmt.Errorf("--pause %s: want 0 <= FROM < TO <= --duration (%v)", arg, shortDuration(duration))
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b pause) int { return cmp.Compare(a.from, b.from) })
+	return out, nil
 }
 
 // limitChange is one --set-limit: the rate from at on.
@@ -290,10 +339,13 @@ func simulate(cfg simConfig) (simResult, error) {
 		if err := until(at); err != nil {
 			return simResult{}, err
 		}
+		if cfg.paused(at) {
+			continue
+		}
 		for k, s := range shapes {
 			d := s.take(clock.Add(at), cfg.cost)
 			row := &rows[k]
-			if n/64 >= len(admitted[k]) {
+			for n/64 >= len(admitted[k]) {
 				admitted[k] = append(admitted[k], 0)
 			}
 			if d.Allowed {
@@ -327,9 +379,10 @@ func (cfg simConfig) at(i int) time.Duration {
 
 // mostInSpan is the most requests admitted in any span of length span,
 // of the n requests at at(0) to at(n-1), bit i of admitted set for each
-// admitted request i: the count in (at(i)-span, at(i)], at its largest.
+// admitted request i (admitted may end before n, where none was): the
+// count in (at(i)-span, at(i)], at its largest.
 func mostInSpan(admitted []uint64, n int, at func(int) time.Duration, span time.Duration) int {
-	bit := func(i int) bool { return admitted[i/64]&(1<<(i%64)) != 0 }
+	bit := func(i int) bool { return i/64 < len(admitted) && admitted[i/64]&(1<<(i%64)) != 0 }
 	most, count, first := 0, 0, 0
 	for i := range n {
 		if !bit(i) {
@@ -361,6 +414,9 @@ func report(w io.Writer, cfg simConfig, res simResult) {
 	}
 	for _, ch := range cfg.changes {
 		fmt.Fprintf(w, "at %v: %s\n", ch.at, ch.label())
+	}
+	for _, p := range cfg.pauses {
+		fmt.Fprintf(w, "from %s to %s: no requests\n", shortDuration(p.from), shortDuration(p.to))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -17,6 +17,7 @@ import (
 // only writes it out.
 type stack struct {
 	title  string
+	pauses []span // the client's pauses, shaded in every panel
 	height float64
 	xLabel string
 	panels []stackPanel
@@ -74,7 +75,11 @@ func newStack(cfg simConfig, res simResult) *stack {
 	unit := unitFor(end)
 	st := &stack{
 		title:  "load " + cfg.loadText + costText(cfg.cost),
+		pauses: pauseSpans(cfg),
 		xLabel: "time since " + cfg.start.Format(time.RFC3339) + " (" + unit.name + ")",
+	}
+	if p := cfg.pauseText(); p != "" {
+		st.title += ", " + p
 	}
 	var xTicks []tick
 	if len(res.runs) > 0 && len(res.runs[0].intervals) <= maxIntervalTicks {

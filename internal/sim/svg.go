@@ -35,6 +35,7 @@ const (
 	lineStyle  = "fill:none;stroke:" + admitColor + ";stroke-width:1;stroke-linejoin:round"
 	rateStyle  = "fill:none;stroke:#000;stroke-width:1.5"
 	markStyle  = "fill:none;stroke:#555;stroke-width:1;stroke-dasharray:4,3"
+	pauseStyle = "fill:#e8e8e8"
 	fontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif"
 )
 
@@ -50,6 +51,8 @@ func (c *chart) writeSVG(w io.Writer) error {
 	s.text((plotLeft+plotRight)/2, 18, "middle", titleSize, c.title)
 
 	top := c.tokens
+	s.pauses(top, c.pauses)
+	s.pauses(c.counts, c.pauses)
 	for _, t := range top.xTicks {
 		s.line(top.x(t.value), top.area.minY, top.x(t.value), top.area.maxY, gridStyle)
 	}
@@ -115,6 +118,7 @@ func (st *stack) writeSVG(w io.Writer) error {
 		p := sp.panel
 		last := i == len(st.panels)-1
 		s.text(p.area.minX, p.area.minY-6, "start", sp.titleSize, sp.title)
+		s.pauses(p, st.pauses)
 		for _, t := range p.xTicks {
 			s.line(p.x(t.value), p.area.minY, p.x(t.value), p.area.maxY, gridStyle)
 		}
@@ -166,6 +170,13 @@ func (st *stack) writeSVG(w io.Writer) error {
 	s.text((plotLeft+plotRight)/2, st.height-8, "middle", axisSize, st.xLabel)
 	s.w.WriteString("</svg>\n")
 	return s.w.Flush()
+}
+
+// pauses shades the client's pauses in p.
+func (s svgWriter) pauses(p panel, spans []span) {
+	for _, sp := range spans {
+		s.rect(box{p.x(sp.from), p.area.minY, p.x(sp.to), p.area.maxY}, pauseStyle)
+	}
 }
 
 // unlabelled is ticks without their labels.
