@@ -17,7 +17,8 @@ const usage = `usage: %s [flags]
 Simulates one client sending a steady load against a token bucket, on a
 virtual clock, and reports what was admitted. --set-limit changes the rate
 during the simulation, as engine.SetLimitAt does: the bucket keeps its
-tokens and refills at the new rate from then on.
+tokens and refills at the new rate from then on. --pause has the client
+send nothing for a while.
 
 --quota runs a calendar quota and --window-limit a strict window, instead
 of the token bucket, or beside it if --rate, --burst or --set-limit is
@@ -50,7 +51,7 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "report interval")
 	fs.StringVar(&cfg.svg, "svg", "", "also draw the simulation as an SVG chart to this file")
 	var pauses []string
-	fs.Func("pause", "send nothing from FROM to TO into the simulation: `FROM-TO`, such as 10s-20s; repeatable", func(s string) error {
+	fs.Func("pause", "send nothing from `FROM-TO` into the simulation, such as 10s-20s; repeatable", func(s string) error {
 		pauses = append(pauses, s)
 		return nil
 	})

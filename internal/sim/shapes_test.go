@@ -121,23 +121,25 @@ func TestSimWindow(t *testing.T) {
 	}
 }
 
-// Side by side, each shape gets the same load on a limiter of its own:
-// the token bucket of 100 a day and burst 100 admits 199 in the first
-// 24 h (its burst and a day's refill), the quota and the window never
-// more than 100.
+// Side by side, each shape gets the same load on a limiter of its own.
+// This is docs/engine.md's example: the clock starts at 14:00, 10 h before
+// the quota's next period, so the quota admits 100 before midnight and
+// 100 after, 200 within 24 h; the token bucket of 100 a day and burst 100
+// admits 199 in the first 24 h (its burst and a day's refill); the window
+// never more than 100.
 func TestSimSideBySide(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sim.svg")
-	code, out, errs := runArgs("--rate", "100/24h", "--burst", "100", "--quota", "100", "--window-limit", "100", "--window", "24h",
-		"--load", "10/h", "--duration", "72h", "--interval", "6h", "--svg", path)
+	code, out, errs := runArgs("--rate", "100/24h", "--burst", "100", "--quota", "100", "--period", "day", "--window-limit", "100", "--window", "24h",
+		"--load", "10/h", "--duration", "72h", "--interval", "6h", "--start", "2026-01-01T14:00:00Z", "--svg", path)
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	for _, want := range []string{
-		"load 10/h (cost 1), 72h in steps of 6h, from 2026-01-01T00:00:00Z\ntoken bucket: rate 100/24h, burst 100\n" +
+		"load 10/h (cost 1), 72h in steps of 6h, from 2026-01-01T14:00:00Z\ntoken bucket: rate 100/24h, burst 100\n" +
 			"calendar quota: 100 a day 00:00 (UTC)\nstrict window: 100 in any 24h (16 slots)\n\n",
-		"token bucket: rate 100/24h, burst 100: admitted 399, denied 321, most in any 24h: 199\n",
-		"calendar quota: 100 a day 00:00 (UTC): admitted 300, denied 420, most in any 24h: 100\n",
-		"strict window: 100 in any 24h (16 slots): admitted 300, denied 420, most in any 24h: 100\n",
+		"\ntoken bucket: rate 100/24h, burst 100: admitted 399, denied 321, most in any 24h: 199\n" +
+			"calendar quota: 100 a day 00:00 (UTC): admitted 400, denied 320, most in any 24h: 200\n" +
+			"strict window: 100 in any 24h (16 slots): admitted 300, denied 420, most in any 24h: 100\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -145,10 +147,10 @@ func TestSimSideBySide(t *testing.T) {
 	}
 	// The table: sent, then admitted and denied of each shape.
 	rows := regexp.MustCompile(`(?m)^\s*(\S+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$`).FindAllStringSubmatch(out, -1)
-	if len(rows) != 12 || strings.Join(rows[4][3:], " ") != "60 25 35 60 0 45 15" {
-		t.Errorf("want 12 rows, the fifth 24h 30h 60 25 35 60 0 45 15:\n%s", out)
+	if len(rows) != 12 || strings.Join(rows[4][1:], " ") != "24h 30h 60 25 35 0 60 45 15" {
+		t.Errorf("want 12 rows, the fifth 24h 30h 60 25 35 0 60 45 15:\n%s", out)
 	}
-	if !regexp.MustCompile(`total\s+720\s+399\s+321\s+300\s+420\s+300\s+420`).MatchString(out) {
+	if !regexp.MustCompile(`total\s+720\s+399\s+321\s+400\s+320\s+300\s+420`).MatchString(out) {
 		t.Errorf("totals line missing or wrong:\n%s", out)
 	}
 	svg := readSVG(t, path)
@@ -162,9 +164,9 @@ func TestSimSideBySide(t *testing.T) {
 	if !slices.Equal(titles, want) {
 		t.Errorf("chart's panels are titled %q, want %q", titles, want)
 	}
-	// The quota's two new periods, at 24 h and 48 h, marked.
-	if svg.dashed != 2+1 {
-		t.Errorf("chart has %d dashed paths, want 3: 2 new periods and the legend's", svg.dashed)
+	// The quota's three new periods, at 10 h, 34 h and 58 h, marked.
+	if svg.dashed != 3+1 {
+		t.Errorf("chart has %d dashed paths, want 4: 3 new periods and the legend's", svg.dashed)
 	}
 }
 
