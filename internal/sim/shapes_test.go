@@ -230,6 +230,8 @@ func TestSimShapeErrors(t *testing.T) {
 			"faucet sim: --slots sets a strict window: give --window-limit too"}},
 		{[]string{"--period", "week"}, []string{"faucet sim: --period sets a calendar quota: give --quota too"}},
 		{[]string{"--start", "yesterday"}, []string{`faucet sim: --start: want an instant in RFC 3339 such as 2026-01-01T00:00:00Z, got "yesterday"`}},
+		{[]string{"--start", "1600-01-01T00:00:00Z"}, []string{"faucet sim: --start and --duration: the run must lie between 1900-01-01 and 2262-01-01, got 1600-01-01T00:00:00Z to 1600-01-01T00:00:02Z"}},
+		{[]string{"--start", "2261-12-31T23:59:59Z", "--quota", "5"}, []string{"faucet sim: --start and --duration: the run must lie between 1900-01-01 and 2262-01-01, got 2261-12-31T23:59:59Z to 2262-01-01T00:00:01Z"}},
 		{[]string{"--rate", "0", "--quota", "5"}, []string{"faucet sim: --rate: engine: invalid config: Limit must be between"}},
 		{[]string{"--burst", "0.5", "--quota", "0"}, []string{
 			"faucet sim: --burst: engine: invalid config: Burst must be between 1 and 1e9",

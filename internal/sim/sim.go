@@ -156,9 +156,20 @@ func (c simConfig) check() error {
 		return fmt.Errorf("--duration/--interval must be at most 100000 rows, got %d", c.duration/c.interval)
 	case c.load*c.duration.Seconds() > maxRequests:
 		return fmt.Errorf("--load times --duration must be at most %d requests, got %.0f", maxRequests, c.load*c.duration.Seconds())
+	case c.start.Before(firstStart) || !c.start.Add(c.duration).Before(lastEnd):
+		return fmt.Errorf("--start and --duration: the run must lie between %s and %s, got %s to %s",
+			firstStart.Format(time.DateOnly), lastEnd.Format(time.DateOnly),
+			c.start.Format(time.RFC3339), c.start.Add(c.duration).Format(time.RFC3339))
 	}
 	return nil
 }
+
+// The engine reads instants as nanoseconds since 1970 (time.UnixNano),
+// which reach from 1678 to 2262: a run lies well within.
+var (
+	firstStart = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastEnd    = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // warnings lists settings that are legal but probably not what was meant.
 func (c simConfig) warnings() []string {
