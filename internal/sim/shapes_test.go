@@ -233,6 +233,8 @@ func TestSimShapeErrors(t *testing.T) {
 		{[]string{"--start", "1600-01-01T00:00:00Z"}, []string{"faucet sim: --start and --duration: the run must lie between 1900-01-01 and 2262-01-01, got 1600-01-01T00:00:00Z to 1600-01-01T00:00:02Z"}},
 		{[]string{"--start", "2261-12-31T23:59:59Z", "--quota", "5"}, []string{"faucet sim: --start and --duration: the run must lie between 1900-01-01 and 2262-01-01, got 2261-12-31T23:59:59Z to 2262-01-01T00:00:01Z"}},
 		{[]string{"--rate", "0", "--quota", "5"}, []string{"faucet sim: --rate: engine: invalid config: Limit must be between"}},
+		{[]string{"--burst", "0.5"}, []string{"faucet sim: --burst: engine: invalid config: Burst must be between 1 and 1e9"}},
+		{[]string{"--rate", "1/8784h", "--burst", "50"}, []string{"faucet sim: --burst/--rate: engine: invalid config: Burst/Limit must be at most 366 days"}},
 		{[]string{"--burst", "0.5", "--quota", "0"}, []string{
 			"faucet sim: --burst: engine: invalid config: Burst must be between 1 and 1e9",
 			"faucet sim: --quota: engine: invalid config: Quota must be between"}},
