@@ -6,11 +6,14 @@
 // It drives one key of an engine with a steady stream of requests on a
 // virtual clock and prints, per interval, how many were admitted and
 // denied and the tokens left; --set-limit changes the rate during the run,
-// and --svg draws the same as a chart (sim --help for the flags).
+// --quota and --window-limit run a calendar quota and a strict window
+// instead of the token bucket or beside it, and --svg draws the same as a
+// chart (sim --help for the flags).
 package main
 
 import (
 	"os"
+	_ "time/tzdata" // --time-zone reads the same zones as faucet sim's, whatever the machine has
 
 	"github.com/faucetgo/faucet/internal/sim"
 )

@@ -27,6 +27,23 @@ func TestSimCommand(t *testing.T) {
 	}
 }
 
+// faucet sim reads the zones of the database built into the command. A
+// period begins at midnight in Tokyo, 15:00 UTC: the quota admits 100
+// from 0 h to 10 h and 100 from 15 h, 190 within 24 h; the window never
+// more than 100.
+func TestSimShapesCommand(t *testing.T) {
+	code, out, errs := runArgs("sim", "--quota", "100", "--time-zone", "Asia/Tokyo", "--window-limit", "100", "--window", "24h",
+		"--load", "10/h", "--duration", "39h", "--interval", "3h")
+	for _, want := range []string{
+		"calendar quota: 100 a day 00:00 (Asia/Tokyo): admitted 200, denied 190, most in any 24h: 190\n",
+		"strict window: 100 in any 24h (16 slots): admitted 200, denied 190, most in any 24h: 100\n",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("faucet sim: exit %d, stderr %q; want %q in:\n%s", code, errs, want, out)
+		}
+	}
+}
+
 func TestCommandErrors(t *testing.T) {
 	for _, tt := range []struct {
 		args []string

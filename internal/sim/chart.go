@@ -19,6 +19,7 @@ import (
 // downwards as in SVG; svg.go only writes it out.
 type chart struct {
 	title          string
+	pauses         []span // the client's pauses, shaded in both panels
 	tokens, counts panel
 	tokenLine      []point // seconds, tokens after a request
 	bars           []bar
@@ -42,6 +43,18 @@ func overlap(a, b box) bool {
 	return a.minX < b.maxX && b.minX < a.maxX && a.minY < b.maxY && b.minY < a.maxY
 }
 
+// span is a stretch of time, from and to in seconds.
+type span struct{ from, to float64 }
+
+// pauseSpans are cfg's pauses, in seconds.
+func pauseSpans(cfg simConfig) []span {
+	var out []span
+	for _, p := range cfg.pauses {
+		out = append(out, span{p.from.Seconds(), p.to.Seconds()})
+	}
+	return out
+}
+
 // bar is one interval's admitted or denied requests, from and to in seconds.
 type bar struct {
 	from, to, count float64
@@ -61,6 +74,7 @@ type panel struct {
 	xMax, yMax     float64
 	xTicks, yTicks []tick
 	yLabel         string
+	yLabelSize     float64 // 0 is axisSize
 }
 
 // x is where time t, in seconds, lies on the page.
@@ -106,6 +120,14 @@ const (
 	labelSlack = 0.15 // of the label's width
 )
 
+// fitSize is size, or less if s set in it would be wider than width.
+func fitSize(s string, size, width float64) float64 {
+	if w := textWidth(s, size); w > width {
+		return size * width / w
+	}
+	return size
+}
+
 // textWidth estimates the width of s in points. The chart names a family
 // of common sans-serif fonts, and the viewer picks one; this is a generous
 // average advance for them, and labels and legend leave slack besides.
@@ -113,7 +135,8 @@ func textWidth(s string, size float64) float64 {
 	return 0.6 * size * float64(utf8.RuneCountInString(s))
 }
 
-func newChart(cfg simConfig, res simResult) *chart {
+// newChart draws a token bucket's run, the only shape of cfg.
+func newChart(cfg simConfig, res shapeRun) *chart {
 	end := cfg.duration.Seconds()
 	c := &chart{}
 	rate := cfg.rateText
@@ -121,6 +144,10 @@ func newChart(cfg simConfig, res simResult) *chart {
 		rate += " (changes marked)"
 	}
 	c.title = "rate " + rate + ", burst " + strconv.FormatFloat(cfg.burst, 'g', -1, 64) + ", load " + cfg.loadText
+	if p := cfg.pauseText(); p != "" {
+		c.title += ", " + p
+	}
+	c.pauses = pauseSpans(cfg)
 
 	xTicks := niceTicks(0, end)
 	if len(res.intervals) <= maxIntervalTicks {

@@ -38,7 +38,7 @@ func TestChartLayout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newChart(cfg, res)
+			c := newChart(cfg, res.runs[0])
 			end := cfg.duration.Seconds()
 			for _, p := range []panel{c.tokens, c.counts} {
 				if p.xMax != end {

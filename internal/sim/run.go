@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/faucetgo/faucet/engine"
@@ -15,7 +17,13 @@ const usage = `usage: %s [flags]
 Simulates one client sending a steady load against a token bucket, on a
 virtual clock, and reports what was admitted. --set-limit changes the rate
 during the simulation, as engine.SetLimitAt does: the bucket keeps its
-tokens and refills at the new rate from then on.
+tokens and refills at the new rate from then on. --pause has the client
+send nothing for a while.
+
+--quota runs a calendar quota and --window-limit a strict window, instead
+of the token bucket, or beside it if --rate, --burst or --set-limit is
+given: each shape gets the same load on a limiter of its own, and the
+report and the chart show them side by side. The clock starts at --start.
 
 flags:
 `
@@ -42,6 +50,30 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "simulated time")
 	fs.DurationVar(&cfg.interval, "interval", time.Second, "report interval")
 	fs.StringVar(&cfg.svg, "svg", "", "also draw the simulation as an SVG chart to this file")
+	var pauses []string
+	fs.Func("pause", "send nothing from `FROM-TO` into the simulation, such as 10s-20s; repeatable", func(s string) error {
+		pauses = append(pauses, s)
+		return nil
+	})
+	var quota, period, zone, weekday string
+	var anchor engine.Calendar
+	var window windowConfig
+	var start string
+	fs.StringVar(&quota, "quota", "", "run a calendar quota of `N` tokens per --period")
+	fs.StringVar(&period, "period", "day", "the quota's period: day, week, month or year")
+	fs.StringVar(&zone, "time-zone", "UTC", "the `ZONE` whose calendar the quota's periods follow (IANA, such as Europe/Berlin)")
+	fs.IntVar(&anchor.Hour, "anchor-hour", 0, "the hour a quota's period begins at, 0 to 23")
+	fs.StringVar(&weekday, "anchor-weekday", "", "the `DAY` a weekly quota begins on, monday (the default) to sunday")
+	fs.IntVar(&anchor.Day, "anchor-day", 0, "the day of the month a monthly or yearly quota begins on, 1 to 31 (default 1)")
+	fs.Func("anchor-month", "the `MONTH` a yearly quota begins in, 1 to 12 (default 1)", func(s string) error {
+		m, err := strconv.Atoi(s)
+		anchor.Month = time.Month(m)
+		return err
+	})
+	fs.StringVar(&window.limitText, "window-limit", "", "run a strict window: never more than `N` tokens in any --window")
+	fs.DurationVar(&window.span, "window", 0, "the strict window's span, 1s to 8784h (366 days)")
+	fs.IntVar(&window.slots, "slots", 0, "the parts the window is counted in, 1 to 64 (default 16)")
+	fs.StringVar(&start, "start", defaultStart, "the instant the virtual clock starts at, RFC 3339")
 	if code, ok := cli.ParseFlags(fs, fmt.Sprintf(usage, name), args, stdout, stderr); !ok {
 		return code
 	}
@@ -49,7 +81,40 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
 		return 2
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	for _, f := range []string{"period", "time-zone", "anchor-hour", "anchor-weekday", "anchor-day", "anchor-month"} {
+		if given[f] && !given["quota"] {
+			errs = append(errs, fmt.Errorf("--%s sets a calendar quota: give --quota too", f))
+		}
+	}
+	for _, f := range []string{"window", "slots"} {
+		if given[f] && !given["window-limit"] {
+			errs = append(errs, fmt.Errorf("--%s sets a strict window: give --window-limit too", f))
+		}
+	}
+	cfg.bucket = given["rate"] || given["burst"] || len(changes) > 0
 	var err error
+	if cfg.start, err = time.Parse(time.RFC3339, start); err != nil {
+		errs = append(errs, fmt.Errorf("--start: want an instant in RFC 3339 such as %s, got %q", defaultStart, start))
+	}
+	if given["quota"] {
+		q, qerrs := parseQuota(quota, period, zone, weekday, anchor)
+		cfg.quota, errs = q, append(errs, qerrs...)
+	}
+	if given["window-limit"] {
+		if window.limit, err = strconv.ParseFloat(strings.TrimSpace(window.limitText), 64); err != nil {
+			errs = append(errs, fmt.Errorf("--window-limit: want a number of tokens such as 100, got %q", window.limitText))
+		}
+		cfg.window = &window
+	}
+	if len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		}
+		return 2
+	}
 	if cfg.rate, cfg.rateText, err = parseRate(rate); err != nil {
 		fmt.Fprintf(stderr, "%s: --rate: %v\n", name, err)
 		return 2
@@ -62,11 +127,17 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	if err := engine.CheckLimit(engine.Limit(cfg.rate), cfg.burst); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if errs := cfg.checkShapes(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		}
 		return 2
 	}
 	if cfg.changes, err = parseChanges(changes, cfg.duration, cfg.burst); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if cfg.pauses, err = parsePauses(pauses, cfg.duration); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
@@ -87,4 +158,36 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "chart written to %s\n", cfg.svg)
 	}
 	return 0
+}
+
+// defaultStart is where the virtual clock starts without --start: a fixed
+// instant, so that a quota's periods, which follow the calendar, fall
+// alike in every run.
+const defaultStart = "2026-01-01T00:00:00Z"
+
+// parseQuota reads the quota's flags: --quota, --period, --time-zone and
+// --anchor-weekday; the other anchors are in anchor. The engine checks the
+// ranges (checkShapes).
+func parseQuota(quota, period, zone, weekday string, anchor engine.Calendar) (*quotaConfig, []error) {
+	var errs []error
+	q := &quotaConfig{cal: anchor}
+	var err error
+	if q.n, err = strconv.ParseFloat(strings.TrimSpace(quota), 64); err != nil {
+		errs = append(errs, fmt.Errorf("--quota: want a number of tokens such as 1000, got %q", quota))
+	}
+	if q.cal.Period, err = engine.ParsePeriod(period); err != nil {
+		errs = append(errs, fmt.Errorf("--period: want day, week, month or year, got %q", period))
+	}
+	if q.cal.Location, err = time.LoadLocation(zone); err != nil || zone == "" || zone == "Local" {
+		errs = append(errs, fmt.Errorf("--time-zone: want a zone of the IANA database such as Europe/Berlin, or UTC, got %q", zone))
+	}
+	if zone != "UTC" {
+		q.zone = zone
+	}
+	if weekday != "" {
+		if q.cal.Weekday, err = parseWeekday(weekday); err != nil {
+			errs = append(errs, fmt.Errorf("--anchor-weekday: %w", err))
+		}
+	}
+	return q, errs
 }

@@ -26,6 +26,63 @@ type simConfig struct {
 	duration time.Duration
 	interval time.Duration
 	svg      string
+	// start is the instant the virtual clock starts at (--start): a
+	// quota's periods begin at dates of the calendar.
+	start time.Time
+	// bucket simulates the token bucket of rate and burst; it is also
+	// simulated when no other shape is.
+	bucket bool
+	quota  *quotaConfig  // a calendar quota to simulate, or nil
+	window *windowConfig // a strict window to simulate, or nil
+	// pauses are the spans in which the client sends nothing (--pause),
+	// in time order.
+	pauses []pause
+}
+
+// pause is one --pause: no requests from from to to (into the
+// simulation).
+type pause struct {
+	from, to time.Duration
+}
+
+// paused reports whether at lies in one of cfg's pauses.
+func (c simConfig) paused(at time.Duration) bool {
+	return slices.ContainsFunc(c.pauses, func(p pause) bool { return at >= p.from && at < p.to })
+}
+
+// pauseText says when the client pauses, for the report's head and the
+// chart's title: "none from 24h to 48h"; "" without pauses.
+func (c simConfig) pauseText() string {
+	var parts []string
+	for _, p := range c.pauses {
+		parts = append(parts, shortDuration(p.from)+" to "+shortDuration(p.to))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "none from " + strings.Join(parts, ", from ")
+}
+
+// parsePauses reads the --pause values, FROM-TO each, two times into a
+// simulation of duration, FROM before TO; and returns them in time order.
+func parsePauses(args []string, duration time.Duration) ([]pause, error) {
+	var out []pause
+	for _, arg := range args {
+		from, to, found := strings.Cut(arg, "-")
+		var p pause
+		var err1, err2 error
+		p.from, err1 = time.ParseDuration(strings.TrimSpace(from))
+		p.to, err2 = time.ParseDuration(strings.TrimSpace(to))
+		if !found || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("--pause: want FROM-TO, two times into the simulation such as 10s-20s; got %q", arg)
+		}
+		if p.from < 0 || p.from >= p.to || p.to > duration {
+			return nil, fmt.Errorf("--pause %s: want 0 <= FROM < TO <= --duration (%v)", arg, shortDuration(duration))
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b pause) int { return cmp.Compare(a.from, b.from) })
+	return out, nil
 }
 
 // limitChange is one --set-limit: the rate from at on.
@@ -59,9 +116,30 @@ type simSample struct {
 	tokens float64
 }
 
+// simResult is a run of each shape, in the order of simConfig.shapes.
 type simResult struct {
+	runs []shapeRun
+}
+
+// shapeRun is what one shape did with the load.
+type shapeRun struct {
+	kind      shapeKind
+	title     string
 	intervals []simInterval
-	samples   []simSample // only with a chart to draw (--svg)
+	samples   []simSample // a token bucket's, only with a chart to draw (--svg)
+	most      int         // the most admitted in any span of simConfig.span
+}
+
+func (r shapeRun) sent() int     { return r.admitted() + r.denied() }
+func (r shapeRun) admitted() int { return r.sum(func(i simInterval) int { return i.admitted }) }
+func (r shapeRun) denied() int   { return r.sum(func(i simInterval) int { return i.denied }) }
+
+func (r shapeRun) sum(f func(simInterval) int) int {
+	n := 0
+	for _, i := range r.intervals {
+		n += f(i)
+	}
+	return n
 }
 
 // maxRequests bounds a simulation's size (its time, and memory for the
@@ -78,13 +156,33 @@ func (c simConfig) check() error {
 		return fmt.Errorf("--duration/--interval must be at most 100000 rows, got %d", c.duration/c.interval)
 	case c.load*c.duration.Seconds() > maxRequests:
 		return fmt.Errorf("--load times --duration must be at most %d requests, got %.0f", maxRequests, c.load*c.duration.Seconds())
+	case c.start.Before(firstStart) || !c.start.Add(c.duration).Before(lastEnd):
+		return fmt.Errorf("--start and --duration: the run must lie between %s and %s, got %s to %s",
+			firstStart.Format(time.DateOnly), lastEnd.Format(time.DateOnly),
+			c.start.Format(time.RFC3339), c.start.Add(c.duration).Format(time.RFC3339))
 	}
 	return nil
 }
 
+// The engine reads instants as nanoseconds since 1970 (time.UnixNano),
+// which reach from 1678 to 2262: a run lies well within.
+var (
+	firstStart = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastEnd    = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
 // warnings lists settings that are legal but probably not what was meant.
 func (c simConfig) warnings() []string {
 	var out []string
+	if q := c.quota; q != nil && c.cost > q.n {
+		out = append(out, fmt.Sprintf("--cost %g is above --quota %g: no period holds that many tokens, so every request will be denied", c.cost, q.n))
+	}
+	if w := c.window; w != nil && c.cost > w.limit {
+		out = append(out, fmt.Sprintf("--cost %g is above --window-limit %g: no window holds that many tokens, so every request will be denied", c.cost, w.limit))
+	}
+	if !c.hasBucket() {
+		return out
+	}
 	if c.cost > c.burst {
 		out = append(out, fmt.Sprintf("--cost %g is above --burst %g: the bucket never holds that many tokens, so every request will be denied", c.cost, c.burst))
 	}
@@ -184,46 +282,67 @@ func parseChanges(args []string, duration time.Duration, burst float64) ([]limit
 	return out, nil
 }
 
-// simulate runs the load against one key on a virtual clock, changing the
-// limit at each of cfg.changes before any request or reading at or after
-// its time.
+// simulate runs the load against each shape of cfg, each a limiter of its
+// own driven on the same key at the same instants of a virtual clock that
+// starts at cfg.start, changing the token bucket's limit at each of
+// cfg.changes before any request or reading at or after its time.
 func simulate(cfg simConfig) (simResult, error) {
-	e, err := engine.New(engine.Config{Limit: engine.Limit(cfg.rate), Burst: cfg.burst, SweepInterval: -1})
+	shapes, err := cfg.shapes()
 	if err != nil {
 		return simResult{}, err
 	}
-	defer e.Close()
-	var clock time.Time // virtual: only differences matter
+	defer func() {
+		for _, s := range shapes {
+			s.close()
+		}
+	}()
+	clock := cfg.start
 	pending := cfg.changes
 	// until applies the changes at or before at.
 	until := func(at time.Duration) error {
 		for ; len(pending) > 0 && pending[0].at <= at; pending = pending[1:] {
-			if err := e.SetLimitAt(clock.Add(pending[0].at), engine.Limit(pending[0].rate)); err != nil {
-				return fmt.Errorf("--set-limit %s: %w", pending[0].arg, err)
+			for _, s := range shapes {
+				if s.setLimit == nil {
+					continue
+				}
+				if err := s.setLimit(clock.Add(pending[0].at), pending[0].rate); err != nil {
+					return fmt.Errorf("--set-limit %s: %w", pending[0].arg, err)
+				}
 			}
 		}
 		return nil
 	}
-	var res simResult
-	row := simInterval{end: cfg.interval}
+	res := simResult{runs: make([]shapeRun, len(shapes))}
+	rows := make([]simInterval, len(shapes))
+	for k, s := range shapes {
+		res.runs[k] = shapeRun{kind: s.kind, title: s.title}
+		rows[k] = simInterval{end: cfg.interval}
+	}
+	// admitted holds a bit per request, per shape, for the most admitted
+	// in any span: 10 million requests take 1.25 MB a shape.
+	admitted := make([][]uint64, len(shapes))
 	flush := func() error {
-		if err := until(row.end); err != nil {
+		end := rows[0].end
+		if err := until(end); err != nil {
 			return err
 		}
-		if row.sent() == 0 {
-			row.tokensLeft = e.TokensAt(clock.Add(row.end), "client")
+		for k, s := range shapes {
+			row := rows[k]
+			if row.sent() == 0 {
+				row.tokensLeft = s.left(clock.Add(row.end))
+			}
+			res.runs[k].intervals = append(res.runs[k].intervals, row)
+			rows[k] = simInterval{start: end, end: min(end+cfg.interval, cfg.duration)}
 		}
-		res.intervals = append(res.intervals, row)
-		row = simInterval{start: row.end, end: min(row.end+cfg.interval, cfg.duration)}
 		return nil
 	}
-	for i := 0; ; i++ {
-		// Computed per request, not as i*gap, so rounding never accumulates.
-		at := time.Duration(math.Round(float64(i) * 1e9 / cfg.load))
+	n := 0
+	for ; ; n++ {
+		at := cfg.at(n)
 		if at >= cfg.duration {
 			break
 		}
-		for at >= row.end {
+		for at >= rows[0].end {
 			if err := flush(); err != nil {
 				return simResult{}, err
 			}
@@ -231,39 +350,130 @@ func simulate(cfg simConfig) (simResult, error) {
 		if err := until(at); err != nil {
 			return simResult{}, err
 		}
-		d := e.AllowAt(clock.Add(at), "client", cfg.cost)
-		if d.Allowed {
-			row.admitted++
-		} else {
-			row.denied++
+		if cfg.paused(at) {
+			continue
 		}
-		row.tokensLeft = d.Remaining
-		if cfg.svg != "" {
-			res.samples = append(res.samples, simSample{at: at, tokens: d.Remaining})
+		for k, s := range shapes {
+			d := s.take(clock.Add(at), cfg.cost)
+			row := &rows[k]
+			for n/64 >= len(admitted[k]) {
+				admitted[k] = append(admitted[k], 0)
+			}
+			if d.Allowed {
+				row.admitted++
+				admitted[k][n/64] |= 1 << (n % 64)
+			} else {
+				row.denied++
+			}
+			row.tokensLeft = d.Remaining
+			if cfg.svg != "" && s.kind == bucketShape {
+				res.runs[k].samples = append(res.runs[k].samples, simSample{at: at, tokens: d.Remaining})
+			}
 		}
 	}
-	for row.start < cfg.duration {
+	for len(shapes) > 0 && rows[0].start < cfg.duration {
 		if err := flush(); err != nil {
 			return simResult{}, err
 		}
 	}
+	for k := range res.runs {
+		res.runs[k].most = mostInSpan(admitted[k], n, cfg.at, cfg.span())
+	}
 	return res, nil
 }
 
+// at is the time of request i into the simulation. It is computed per
+// request, not as i*gap, so rounding never accumulates.
+func (cfg simConfig) at(i int) time.Duration {
+	return time.Duration(math.Round(float64(i) * 1e9 / cfg.load))
+}
+
+// mostInSpan is the most requests admitted in any span of length span,
+// of the n requests at at(0) to at(n-1), bit i of admitted set for each
+// admitted request i (admitted may end before n, where none was): the
+// count in (at(i)-span, at(i)], at its largest.
+func mostInSpan(admitted []uint64, n int, at func(int) time.Duration, span time.Duration) int {
+	bit := func(i int) bool { return i/64 < len(admitted) && admitted[i/64]&(1<<(i%64)) != 0 }
+	most, count, first := 0, 0, 0
+	for i := range n {
+		if !bit(i) {
+			continue
+		}
+		count++
+		for ; at(i)-at(first) >= span; first++ {
+			if bit(first) {
+				count--
+			}
+		}
+		most = max(most, count)
+	}
+	return most
+}
+
+// report writes the run: for one shape a table of its intervals, for more
+// a table of them side by side; then a summary line for each.
 func report(w io.Writer, cfg simConfig, res simResult) {
-	fmt.Fprintf(w, "rate %s, burst %g, load %s (cost %g), %v in steps of %v\n",
-		cfg.rateText, cfg.burst, cfg.loadText, cfg.cost, cfg.duration, cfg.interval)
+	if len(res.runs) == 1 && res.runs[0].kind == bucketShape {
+		fmt.Fprintf(w, "rate %s, burst %g, load %s (cost %g), %s in steps of %s\n",
+			cfg.rateText, cfg.burst, cfg.loadText, cfg.cost, shortDuration(cfg.duration), shortDuration(cfg.interval))
+	} else {
+		fmt.Fprintf(w, "load %s (cost %g), %s in steps of %s, from %s\n",
+			cfg.loadText, cfg.cost, shortDuration(cfg.duration), shortDuration(cfg.interval), cfg.start.Format(time.RFC3339))
+		for _, r := range res.runs {
+			fmt.Fprintln(w, r.title)
+		}
+	}
 	for _, ch := range cfg.changes {
 		fmt.Fprintf(w, "at %v: %s\n", ch.at, ch.label())
 	}
+	for _, p := range cfg.pauses {
+		fmt.Fprintf(w, "from %s to %s: no requests\n", shortDuration(p.from), shortDuration(p.to))
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "from\tto\tsent\tadmitted\tdenied\ttokens left\t")
-	var sent, admitted, denied int
-	for _, r := range res.intervals {
-		fmt.Fprintf(tw, "%v\t%v\t%d\t%d\t%d\t%.3f\t\n", r.start, r.end, r.sent(), r.admitted, r.denied, r.tokensLeft)
-		sent, admitted, denied = sent+r.sent(), admitted+r.admitted, denied+r.denied
+	if len(res.runs) == 1 {
+		left := "tokens left"
+		if res.runs[0].kind != bucketShape {
+			left = "left"
+		}
+		fmt.Fprintf(tw, "from\tto\tsent\tadmitted\tdenied\t%s\t\n", left)
+		var sent, admitted, denied int
+		for _, r := range res.runs[0].intervals {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t\n", shortDuration(r.start), shortDuration(r.end), r.sent(), r.admitted, r.denied, r.tokensLeft)
+			sent, admitted, denied = sent+r.sent(), admitted+r.admitted, denied+r.denied
+		}
+		fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t\n", sent, admitted, denied)
+	} else {
+		// Two header rows: the shape over its pair of columns.
+		fmt.Fprint(tw, "\t\t")
+		for _, r := range res.runs {
+			fmt.Fprintf(tw, "\t%s\t", shortName[r.kind])
+		}
+		fmt.Fprint(tw, "\nfrom\tto\tsent")
+		for range res.runs {
+			fmt.Fprint(tw, "\tadmitted\tdenied")
+		}
+		fmt.Fprintln(tw, "\t")
+		for i, r := range res.runs[0].intervals {
+			fmt.Fprintf(tw, "%s\t%s\t%d", shortDuration(r.start), shortDuration(r.end), r.sent())
+			for _, run := range res.runs {
+				fmt.Fprintf(tw, "\t%d\t%d", run.intervals[i].admitted, run.intervals[i].denied)
+			}
+			fmt.Fprintln(tw, "\t")
+		}
+		fmt.Fprintf(tw, "total\t\t%d", res.runs[0].sent())
+		for _, run := range res.runs {
+			fmt.Fprintf(tw, "\t%d\t%d", run.admitted(), run.denied())
+		}
+		fmt.Fprintln(tw, "\t")
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t\t\n", sent, admitted, denied)
 	tw.Flush()
+	fmt.Fprintln(w)
+	for _, r := range res.runs {
+		fmt.Fprintf(w, "%s: admitted %d, denied %d, most in any %s: %d\n",
+			r.title, r.admitted(), r.denied(), shortDuration(cfg.span()), r.most)
+	}
 }
+
+// shortName heads a shape's columns in a table side by side.
+var shortName = map[shapeKind]string{bucketShape: "bucket", quotaShape: "quota", windowShape: "window"}

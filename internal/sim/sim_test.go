@@ -78,6 +78,7 @@ func TestSimSVG(t *testing.T) {
 type svgChart struct {
 	root          string   // the root element's name
 	paths, dashed int      // path elements, and those with dashes
+	paused        int      // rect elements that shade a pause
 	texts         []string // the text elements' contents, in order
 }
 
@@ -111,6 +112,12 @@ func readSVG(t *testing.T, path string) svgChart {
 				for _, a := range tok.Attr {
 					if a.Name.Local == "style" && strings.Contains(a.Value, "stroke-dasharray") {
 						c.dashed++
+					}
+				}
+			case "rect":
+				for _, a := range tok.Attr {
+					if a.Name.Local == "style" && a.Value == pauseStyle {
+						c.paused++
 					}
 				}
 			case "text":

@@ -8,13 +8,18 @@ import (
 	"strings"
 )
 
-// drawChart writes an SVG of the simulation to path.
+// drawChart writes an SVG of the simulation to path: a token bucket alone
+// as a chart, with its tokens, and any other run as a stack of panels.
 func drawChart(cfg simConfig, res simResult, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := newChart(cfg, res).writeSVG(f); err != nil {
+	write := newStack(cfg, res).writeSVG
+	if len(res.runs) == 1 && res.runs[0].kind == bucketShape {
+		write = newChart(cfg, res.runs[0]).writeSVG
+	}
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}
@@ -30,6 +35,7 @@ const (
 	lineStyle  = "fill:none;stroke:" + admitColor + ";stroke-width:1;stroke-linejoin:round"
 	rateStyle  = "fill:none;stroke:#000;stroke-width:1.5"
 	markStyle  = "fill:none;stroke:#555;stroke-width:1;stroke-dasharray:4,3"
+	pauseStyle = "fill:#e8e8e8"
 	fontFamily = "DejaVu Sans, Liberation Sans, Arial, Helvetica, sans-serif"
 )
 
@@ -40,13 +46,13 @@ const labelGround = "fill:#fff;fill-opacity:0.93"
 // writeSVG writes the chart as an SVG document.
 func (c *chart) writeSVG(w io.Writer) error {
 	s := svgWriter{bufio.NewWriter(w)}
-	fmt.Fprintf(s.w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"+
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%spt\" height=\"%spt\" viewBox=\"0 0 %s %s\" font-family=\"%s\">\n",
-		num(chartWidth), num(chartHeight), num(chartWidth), num(chartHeight), fontFamily)
+	s.header(chartWidth, chartHeight)
 	s.rect(box{0, 0, chartWidth, chartHeight}, "fill:#fff")
 	s.text((plotLeft+plotRight)/2, 18, "middle", titleSize, c.title)
 
 	top := c.tokens
+	s.pauses(top, c.pauses)
+	s.pauses(c.counts, c.pauses)
 	for _, t := range top.xTicks {
 		s.line(top.x(t.value), top.area.minY, top.x(t.value), top.area.maxY, gridStyle)
 	}
@@ -100,6 +106,93 @@ func (c *chart) writeSVG(w io.Writer) error {
 	}
 	s.w.WriteString("</svg>\n")
 	return s.w.Flush()
+}
+
+// writeSVG writes the stack as an SVG document.
+func (st *stack) writeSVG(w io.Writer) error {
+	s := svgWriter{bufio.NewWriter(w)}
+	s.header(chartWidth, st.height)
+	s.rect(box{0, 0, chartWidth, st.height}, "fill:#fff")
+	s.text((plotLeft+plotRight)/2, 18, "middle", titleSize, st.title)
+	for i, sp := range st.panels {
+		p := sp.panel
+		last := i == len(st.panels)-1
+		s.text(p.area.minX, p.area.minY-6, "start", sp.titleSize, sp.title)
+		s.pauses(p, st.pauses)
+		for _, t := range p.xTicks {
+			s.line(p.x(t.value), p.area.minY, p.x(t.value), p.area.maxY, gridStyle)
+		}
+		for _, t := range p.yTicks {
+			s.line(p.area.minX, p.y(t.value), p.area.maxX, p.y(t.value), gridStyle)
+		}
+		if !last {
+			// One time axis for all: only the last panel labels it.
+			p.xTicks = unlabelled(p.xTicks)
+		}
+		s.axes(p)
+		for _, x := range sp.marks {
+			px, end := p.x(x), p.area.minY
+			if px >= sp.legend.minX-legendMargin && px <= p.area.maxX {
+				end = sp.legend.maxY + legendMargin
+			}
+			s.line(px, p.area.maxY, px, end, markStyle)
+		}
+		for _, b := range sp.bars {
+			if b.count == 0 {
+				continue
+			}
+			color := admitColor
+			if b.denied {
+				color = denyColor
+			}
+			s.rectPath(box{p.x(b.from), p.y(b.count), p.x(b.to), p.area.maxY}, "fill:"+color)
+		}
+		if sp.line != nil {
+			s.rateLine(p, sp.line, sp.ceiling)
+		}
+		for j, name := range sp.legendNames {
+			y := sp.legend.minY + float64(j)*legendRow
+			sw := box{sp.legend.minX, y + 2, sp.legend.minX + swatchWidth, y + legendRow - 2}
+			mid := (sw.minY + sw.maxY) / 2
+			switch {
+			case j == 0:
+				s.rectPath(sw, "fill:"+admitColor)
+			case j == 1:
+				s.rectPath(sw, "fill:"+denyColor)
+			case name == sp.lineName:
+				s.line(sw.minX, mid, sw.maxX, mid, rateStyle)
+			default:
+				s.line(sw.minX, mid, sw.maxX, mid, markStyle)
+			}
+			s.text(sw.maxX+swatchGap, y+legendRow-3, "start", fontSize, name)
+		}
+	}
+	s.text((plotLeft+plotRight)/2, st.height-8, "middle", axisSize, st.xLabel)
+	s.w.WriteString("</svg>\n")
+	return s.w.Flush()
+}
+
+// pauses shades the client's pauses in p.
+func (s svgWriter) pauses(p panel, spans []span) {
+	for _, sp := range spans {
+		s.rect(box{p.x(sp.from), p.area.minY, p.x(sp.to), p.area.maxY}, pauseStyle)
+	}
+}
+
+// unlabelled is ticks without their labels.
+func unlabelled(ticks []tick) []tick {
+	out := make([]tick, len(ticks))
+	for i, t := range ticks {
+		out[i] = tick{value: t.value}
+	}
+	return out
+}
+
+// header starts an SVG document of the size of the page.
+func (s svgWriter) header(width, height float64) {
+	fmt.Fprintf(s.w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"+
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%spt\" height=\"%spt\" viewBox=\"0 0 %s %s\" font-family=\"%s\">\n",
+		num(width), num(height), num(width), num(height), fontFamily)
 }
 
 // svgWriter writes SVG elements; the first error sticks in the
@@ -183,7 +276,9 @@ func (s svgWriter) axes(p panel) {
 	for _, t := range p.xTicks {
 		x := p.x(t.value)
 		s.line(x, a.maxY, x, a.maxY+tickLen, axisStyle)
-		s.text(x, a.maxY+tickLen+fontSize+1, "middle", fontSize, t.label)
+		if t.label != "" {
+			s.text(x, a.maxY+tickLen+fontSize+1, "middle", fontSize, t.label)
+		}
 	}
 	for _, t := range p.yTicks {
 		y := p.y(t.value)
@@ -191,6 +286,10 @@ func (s svgWriter) axes(p panel) {
 		s.text(a.minX-tickLen-2, y+fontSize*0.35, "end", fontSize, t.label)
 	}
 	x, y := 16.0, (a.minY+a.maxY)/2
+	size := p.yLabelSize
+	if size == 0 {
+		size = axisSize
+	}
 	fmt.Fprintf(s.w, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" font-size=\"%s\" transform=\"rotate(-90 %s %s)\">%s</text>\n",
-		num(x), num(y), num(axisSize), num(x), num(y), escaper.Replace(p.yLabel))
+		num(x), num(y), num(size), num(x), num(y), escaper.Replace(p.yLabel))
 }
