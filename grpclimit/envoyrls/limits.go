@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/faucetgo/faucet/engine"
@@ -36,6 +37,18 @@ func (l *Limit) spec() (s engine.Spec, ok bool) {
 		return s, false
 	}
 	return engine.Spec{ID: l.id, Name: l.Path, Limit: rate(l.RequestsPerUnit, l.Unit, 1), Burst: float64(l.RequestsPerUnit)}, true
+}
+
+// retune gives lim, bound for l, l's values if it is a limiter that keeps
+// its buckets across a change (engine.Retuner) and has others: the store
+// returned the limiter an earlier configuration bound for l's place.
+func (l *Limit) retune(lim engine.Limiter, now time.Time) error {
+	sp, _ := l.spec()
+	rt, ok := lim.(engine.Retuner)
+	if !ok || rt.Limit() == sp.Limit && rt.Burst() == sp.Burst {
+		return nil
+	}
+	return rt.SetAt(now, sp.Limit, sp.Burst)
 }
 
 // limitID names a configured limit's buckets: a hash of its domain and

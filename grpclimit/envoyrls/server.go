@@ -179,6 +179,16 @@ func (s *Server) Load(cfg *Config) error {
 			st.lims[l] = bound
 		}
 	}
+	// Every limit is bound, and Bind accepted each value a limiter bound
+	// before must take: retuning cannot fail from here on. It changes the
+	// limiters of the limits whose place stayed and whose values changed.
+	now := s.opts.Now()
+	for l, lim := range st.lims {
+		if err := l.retune(lim, now); err != nil {
+			st.release(s.store)
+			return fmt.Errorf("envoyrls: limit %s: the store bound a limiter that refuses it: %w", l.Path, err)
+		}
+	}
 	if old := s.state.Swap(st); old != nil {
 		old.release(s.store)
 	}
