@@ -236,7 +236,10 @@ func refusingStore() *engine.Pool {
 // A store that refuses calendar quotas fails the load, naming the file,
 // the limit and its reason; a configuration without one loads on it.
 func TestCalendarQuotaStoreRefuses(t *testing.T) {
-	d, err := ParseDomain("billing.yaml", []byte(monthly))
+	// The bucket first: bound, then released when the quota fails.
+	bucketFirst := "domain: billing\ndescriptors:\n  - {key: plan, rate_limit: {unit: month, requests_per_unit: 100}}\n" +
+		"  - {key: tenant, rate_limit: {unit: month, requests_per_unit: 100, calendar: {}}}\n"
+	d, err := ParseDomain("billing.yaml", []byte(bucketFirst))
 	if err != nil {
 		t.Fatal(err)
 	}
