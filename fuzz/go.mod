@@ -7,6 +7,7 @@ require (
 	github.com/faucetgo/faucet v0.1.0
 	github.com/faucetgo/faucet/grpclimit v0.1.0
 	github.com/lyft/gostats v0.4.14
+	gopkg.in/yaml.v2 v2.4.0
 )
 
 require (
@@ -24,7 +25,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720211330-0afa2a65878a // indirect
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	gopkg.in/yaml.v2 v2.4.0 // indirect
 )
 
 require (

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/faucetgo/faucet/engine"
 	yaml "go.yaml.in/yaml/v2"
 )
 
@@ -34,7 +35,8 @@ type Limit struct {
 	// Name is the limit's name, which other limits' replaces lists refer to.
 	Name string
 	// Unit and RequestsPerUnit are the limit: a bucket of RequestsPerUnit
-	// tokens that refills RequestsPerUnit every Unit. An unlimited limit
+	// tokens that refills RequestsPerUnit every Unit (or, with Calendar,
+	// a quota of RequestsPerUnit per calendar Unit). An unlimited limit
 	// has no bucket.
 	Unit            pb.RateLimitResponse_RateLimit_Unit
 	RequestsPerUnit uint32
@@ -48,6 +50,11 @@ type Limit struct {
 	Quota bool
 	// Detailed reports detailed_metric: metrics name each request value.
 	Detailed bool
+	// Calendar, set by the rate_limit's calendar (faucet's extension of
+	// the format), makes the limit a calendar quota: RequestsPerUnit per
+	// period of Calendar (a day, week, month or year, as Unit), renewed at
+	// once when the next begins, in place of a bucket.
+	Calendar *engine.Calendar
 	// Path is the limit's place in the tree, "domain.key_value.key...",
 	// the name its metrics carry.
 	Path string
@@ -123,6 +130,7 @@ type fileRateLimit struct {
 	Replaces        []struct {
 		Name string `yaml:"name"`
 	} `yaml:"replaces"`
+	Calendar fileCalendar `yaml:"calendar"`
 }
 
 // yamlTypes names the file's types in the decoder's messages as a
@@ -131,6 +139,7 @@ var yamlTypes = strings.NewReplacer(
 	" into []envoyrls.fileDescriptor", " into a list of descriptors",
 	" into envoyrls.fileRateLimit", " into a rate_limit mapping",
 	" into map[string]interface {}", " into a mapping (metadata)",
+	" into envoyrls.fileCalendar", " into a mapping (calendar)",
 	" into []struct { Name string \"yaml:\\\"name\\\"\" }", " into a list of {name: ...} (replaces)",
 	" into struct { Name string \"yaml:\\\"name\\\"\" }", " into a {name: ...} mapping",
 	" into uint32", " into an integer from 0 to 4294967295 (requests_per_unit)",
@@ -153,8 +162,9 @@ var (
 	descriptorKeys = map[string]bool{"key": true, "value": true, "rate_limit": true, "descriptors": true,
 		"shadow_mode": true, "quota_mode": true, "detailed_metric": true, "value_to_metric": true,
 		"share_threshold": true, "metadata": true}
-	rateLimitKeys = map[string]bool{"requests_per_unit": true, "unit": true, "unlimited": true, "name": true, "replaces": true}
-	replacesKeys  = map[string]bool{"name": true}
+	rateLimitKeys = map[string]bool{"requests_per_unit": true, "unit": true, "unlimited": true, "name": true, "replaces": true,
+		calendarKey: true}
+	replacesKeys = map[string]bool{"name": true}
 )
 
 // MaxConfigBytes bounds a configuration file.
@@ -210,6 +220,14 @@ func checkKeys(ce *ConfigError, d *Domain, path string, m map[any]any, here map[
 			continue
 		}
 		p := join(path, name)
+		if name == calendarKey {
+			// faucet's own key, only where it takes effect; its fields are
+			// read with the limit.
+			if !here[name] {
+				ce.Problems = append(ce.Problems, p+": a calendar belongs in a rate_limit")
+			}
+			continue
+		}
 		if !knownKeys[name] {
 			ce.Problems = append(ce.Problems, fmt.Sprintf("%s: unknown key", p))
 			continue
@@ -289,7 +307,7 @@ func (d *Domain) load(ce *ConfigError, n *node, path, full string, comps []strin
 		here := append(comps[:len(comps):len(comps)], composite)
 		if fd.RateLimit != nil {
 			c.limit = d.loadLimit(ce, p+".rate_limit", full+composite, &fd)
-			c.limit.id = limitID(d.Name, here)
+			c.limit.id = limitID(d.Name, here, c.limit.Calendar != nil)
 			c.limit.levels = here
 			c.limit.valuesInMetric = vtm || fd.ValueToMetric
 		}
@@ -321,6 +339,9 @@ func (d *Domain) loadLimit(ce *ConfigError, p, full string, fd *fileDescriptor) 
 	l := &Limit{
 		Name: rl.Name, RequestsPerUnit: rl.RequestsPerUnit, Unlimited: rl.Unlimited,
 		Shadow: fd.ShadowMode, Quota: fd.QuotaMode, Detailed: fd.DetailedMetric, Path: full,
+	}
+	if rl.Calendar != nil {
+		l.Calendar = loadCalendar(ce, p+".calendar", rl, pb.RateLimitResponse_RateLimit_Unit(u), valid)
 	}
 	if valid && !rl.Unlimited {
 		l.Unit = pb.RateLimitResponse_RateLimit_Unit(u)

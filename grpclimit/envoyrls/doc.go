@@ -42,6 +42,26 @@
 //   - requests_per_unit is at most 1e9 (a bucket's bound); the reference
 //     takes up to 2^32-1.
 //
+// # Calendar quotas
+//
+// A rate_limit of unit day, week, month or year may carry a calendar,
+// faucet's extension of the format (the reference server refuses a file
+// with one): then its limit is a calendar quota (engine.Quota) of
+// requests_per_unit per calendar day, week, month or year of a time zone,
+// renewed at once at an anchor, in place of a bucket:
+//
+//	rate_limit:
+//	  unit: month
+//	  requests_per_unit: 1000
+//	  calendar: {time_zone: Europe/Berlin, day: 15, hour: 0}
+//
+// Its fields are time_zone (an IANA name; UTC by default), month (1 to
+// 12, a year's first), day (1 to 31, a month's or year's first), weekday
+// ("monday" to "sunday", a week's first) and hour (0 to 23), each the
+// first of its range by default. Its descriptor status reports what is
+// left in the period, and duration_until_reset the time until it renews.
+// A request-carried limit on its descriptor is a bucket, as any.
+//
 // Buckets live in an engine.Store: in memory by default, or shared by many
 // instances through redisstore (per check or leased).
 package envoyrls

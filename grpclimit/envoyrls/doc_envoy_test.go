@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -16,6 +17,7 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The envoy.yaml fragment of docs/envoy.md is valid Envoy configuration:
@@ -117,5 +119,29 @@ func TestDocRLSConfig(t *testing.T) {
 	}
 	if got := r.admits(t, 101, "edge", desc("path", "/api/users")); got != 100 {
 		t.Errorf("100 a minute per path under /api/: %d admitted", got)
+	}
+}
+
+// The calendar-quota example of docs/envoy.md loads, and renews as its
+// comments say: the tenant's month on the 15th at midnight in Berlin, the
+// user's week on Monday at midnight UTC.
+func TestDocRLSCalendar(t *testing.T) {
+	now := time.Date(2024, time.May, 14, 21, 0, 0, 0, time.UTC) // Tuesday, 23:00 in Berlin
+	r := startAt(t, now, Options{}, docBlock(t, "# DIR/billing.yaml\n"))
+	all := desc("tenant", "t")
+	all.HitsAddend = wrapperspb.UInt64(1000)
+	if resp := r.ask(t, "billing", all); resp.OverallCode != ok {
+		t.Errorf("1000 at once: %v, want OK", resp)
+	}
+	st := r.ask(t, "billing", desc("tenant", "t")).Statuses[0]
+	if st.Code != over || st.DurationUntilReset.AsDuration() != time.Hour {
+		t.Errorf("the 1001st: %v, want OVER_LIMIT until midnight in Berlin, in 1h", st)
+	}
+	if got := r.admits(t, 51, "billing", desc("user", "u")); got != 50 {
+		t.Errorf("user: %d of 51 admitted, want 50", got)
+	}
+	st = r.ask(t, "billing", desc("user", "u")).Statuses[0]
+	if want := 5*24*time.Hour + 3*time.Hour; st.DurationUntilReset.AsDuration() != want {
+		t.Errorf("user's reset in %v, want %v (Monday 00:00 UTC)", st.DurationUntilReset.AsDuration(), want)
 	}
 }

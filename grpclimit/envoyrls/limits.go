@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/faucetgo/faucet/engine"
@@ -30,26 +31,62 @@ func rate(perUnit uint32, unit pb.RateLimitResponse_RateLimit_Unit, mult uint32)
 }
 
 // spec is the store Spec of a configured limit, or ok false for a limit
-// with no bucket (unlimited, or 0 requests: every request is denied).
+// with no bucket (unlimited, or 0 requests: every request is denied). A
+// limit with a calendar is a calendar quota.
 func (l *Limit) spec() (s engine.Spec, ok bool) {
 	if l.Unlimited || l.RequestsPerUnit == 0 {
 		return s, false
 	}
+	if l.Calendar != nil {
+		return engine.QuotaSpec(l.id, l.Path, float64(l.RequestsPerUnit), *l.Calendar), true
+	}
 	return engine.Spec{ID: l.id, Name: l.Path, Limit: rate(l.RequestsPerUnit, l.Unit, 1), Burst: float64(l.RequestsPerUnit)}, true
+}
+
+// retune gives lim, bound for l, l's values if it is a limiter that keeps
+// its buckets across a change (engine.Retuner) and has others: the store
+// returned the limiter an earlier configuration bound for l's place. A
+// calendar quota takes l's quota and calendar (engine.Quota.SetQuota),
+// keeping what each key took.
+func (l *Limit) retune(lim engine.Limiter, now time.Time) error {
+	sp, _ := l.spec()
+	if l.Calendar != nil {
+		if q, ok := lim.(quotaRetuner); ok {
+			return q.SetQuota(sp.Burst, *l.Calendar)
+		}
+		return nil
+	}
+	rt, ok := lim.(engine.Retuner)
+	if !ok || rt.Limit() == sp.Limit && rt.Burst() == sp.Burst {
+		return nil
+	}
+	return rt.SetAt(now, sp.Limit, sp.Burst)
+}
+
+// quotaRetuner is a calendar quota that takes a new quota and calendar in
+// place (engine.Quota.SetQuota).
+type quotaRetuner interface {
+	SetQuota(n float64, cal engine.Calendar) error
 }
 
 // limitID names a configured limit's buckets: a hash of its domain and
 // its path's composite keys, so that a reload keeps the buckets of every
 // limit still at the same place, and two places never share buckets
-// (the dotted Path is ambiguous when keys hold dots).
-func limitID(domain string, composites []string) string {
+// (the dotted Path is ambiguous when keys hold dots). A calendar quota's
+// name is apart from a bucket's, so that no store reads the state of one
+// shape as the other's when a limit changes shape.
+func limitID(domain string, composites []string, quota bool) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	for _, s := range append([]string{domain}, composites...) {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
 	}
-	return "rls-" + hex.EncodeToString(h.Sum(nil)[:16])
+	prefix := "rls-"
+	if quota {
+		prefix = "rls-quota-"
+	}
+	return prefix + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // overrideSpec is the Spec of a limit a request carries, perUnit every

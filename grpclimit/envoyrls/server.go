@@ -179,6 +179,16 @@ func (s *Server) Load(cfg *Config) error {
 			st.lims[l] = bound
 		}
 	}
+	// Every limit is bound, and Bind accepted each value a limiter bound
+	// before must take: retuning cannot fail from here on. It changes the
+	// limiters of the limits whose place stayed and whose values changed.
+	now := s.opts.Now()
+	for l, lim := range st.lims {
+		if err := l.retune(lim, now); err != nil {
+			st.release(s.store)
+			return fmt.Errorf("envoyrls: limit %s: the store bound a limiter that refuses it: %w", l.Path, err)
+		}
+	}
 	if old := s.state.Swap(st); old != nil {
 		old.release(s.store)
 	}
@@ -234,7 +244,8 @@ type check struct {
 	lim     engine.Limiter
 	key     string
 	shared  []string
-	dom     *Domain // the configured limit's domain, as matched
+	dom     *Domain          // the configured limit's domain, as matched
+	cal     *engine.Calendar // a calendar quota's; nil for a bucket
 	cost    float64
 	shadow  bool
 	quota   bool
@@ -255,6 +266,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.renewals(checks)
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(checks))}
 	if denied && !s.opts.ShadowMode {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
@@ -338,7 +350,7 @@ func (s *Server) checks(req *pb.RateLimitRequest) ([]check, error) {
 		for _, r := range l.Replaces {
 			replaced[r] = true
 		}
-		c.limit, c.dom, c.perUnit, c.unit, c.shadow, c.quota = l, dom, l.RequestsPerUnit, l.Unit, l.Shadow, l.Quota
+		c.limit, c.dom, c.perUnit, c.unit, c.shadow, c.quota, c.cal = l, dom, l.RequestsPerUnit, l.Unit, l.Shadow, l.Quota, l.Calendar
 		switch {
 		case l.Unlimited:
 			c.kind = kindUnlimited
@@ -485,9 +497,14 @@ func (s *Server) peek(ctx context.Context, checks []check, active []int) error {
 		c := &checks[i]
 		c.d, c.over = out[j], out[j].Remaining < max(c.cost, 1)
 		if c.cost == 0 && c.over {
+			c.d.Allowed = false
+			if c.cal != nil {
+				// A quota's token comes back when it renews.
+				c.d.RetryAfter = c.d.ResetAfter
+				continue
+			}
 			// The wait for one token, from the tokens held.
 			r := float64(rate(c.perUnit, c.unit, c.mult))
-			c.d.Allowed = false
 			c.d.RetryAfter = time.Duration(math.Ceil((1 - c.d.Remaining) / r * float64(time.Second)))
 		}
 	}
@@ -515,6 +532,24 @@ func (s *Server) takeAll(ctx context.Context, takes []engine.Take, out []engine.
 	return k, nil
 }
 
+// renewals sets the ResetAfter of every calendar quota's decision to the
+// time until the quota renews: a quota with nothing taken in its period
+// reports none, and its next period begins by the calendar from now.
+func (s *Server) renewals(checks []check) {
+	var now time.Time
+	for i := range checks {
+		c := &checks[i]
+		if c.kind != kindBucket || c.cal == nil || c.d.ResetAfter > 0 {
+			continue
+		}
+		if now.IsZero() {
+			now = s.opts.Now()
+		}
+		_, end := c.cal.Bounds(now)
+		c.d.ResetAfter = end.Sub(now)
+	}
+}
+
 // status is the descriptor status of c.
 func (c *check) status() *pb.RateLimitResponse_DescriptorStatus {
 	switch c.kind {
@@ -537,7 +572,12 @@ func (c *check) status() *pb.RateLimitResponse_DescriptorStatus {
 	switch {
 	case c.over && !c.shadow:
 		st.Code = pb.RateLimitResponse_OVER_LIMIT
-		if c.d.RetryAfter != engine.InfDuration {
+		switch {
+		case c.d.RetryAfter == engine.InfDuration:
+		case c.cal != nil:
+			// A quota resets when it renews, whatever the cost.
+			st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
+		default:
 			st.DurationUntilReset = durationpb.New(c.d.RetryAfter)
 		}
 	default:

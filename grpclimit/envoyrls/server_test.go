@@ -488,6 +488,9 @@ func TestLoadKeepsBuckets(t *testing.T) {
 	if got := r.admits(t, 11, "api", desc("user", "a")); got != 10 {
 		t.Errorf("a second later: %d admitted, want 10", got)
 	}
+	if got := r.admits(t, 31, "api", desc("tenant", "t")); got != 30 {
+		t.Errorf("tenant a second later: %d admitted, want 30 (the new burst, refilled at 30 a second)", got)
+	}
 }
 
 // Concurrent requests on one descriptor pair admit exactly the smaller
