@@ -327,3 +327,49 @@ func TestServeRLSStalledRedis(t *testing.T) {
 		t.Errorf("4 calls answered after %v with --redis-timeout 200ms", waited)
 	}
 }
+
+// A calendar quota in the rate-limit service's configuration is shared
+// through Redis by two instances: 3 a day between them, and the denial's
+// duration_until_reset is the time to Kiritimati's midnight (10:00 UTC).
+func TestServeRLSCalendarQuotaThroughRedis(t *testing.T) {
+	const conf = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: day
+      requests_per_unit: 3
+      calendar: {time_zone: Pacific/Kiritimati}
+`
+	redis := startRedisServer(t)
+	args := []string{"--redis", redis, "--redis-prefix", "rls-quota:", "--redis-timeout", "10s"}
+	_, a, _ := startRLSServe(t, map[string]string{"edge.yaml": conf}, args...)
+	_, b, _ := startRLSServe(t, map[string]string{"edge.yaml": conf}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admitted := 0
+	var last *rlspb.RateLimitResponse
+	for i := range 6 {
+		client, _ := rlsClient(t, []string{a, b}[i%2])
+		resp, err := client.ShouldRateLimit(ctx, edgeRequest("198.51.100.9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlspb.RateLimitResponse_OK {
+			admitted++
+		}
+		last = resp
+	}
+	if admitted != 3 {
+		t.Errorf("two instances admitted %d of 6, want the day's quota, 3", admitted)
+	}
+	now := time.Now().UTC()
+	renewal := time.Date(now.Year(), now.Month(), now.Day(), 10, 0, 0, 0, time.UTC)
+	if !now.Before(renewal) {
+		renewal = renewal.Add(24 * time.Hour)
+	}
+	st := last.Statuses[0]
+	got := st.DurationUntilReset.AsDuration()
+	if st.Code != rlspb.RateLimitResponse_OVER_LIMIT || got < renewal.Sub(now)-5*time.Second || got > renewal.Sub(now)+time.Second {
+		t.Errorf("last status %v, duration_until_reset %v; want OVER_LIMIT until the renewal in %v", st.Code, got, renewal.Sub(now))
+	}
+}
