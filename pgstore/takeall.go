@@ -22,9 +22,9 @@ import (
 // take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
 // Every takes[i].Limiter must be a non-nil *Limiter, *Quota or *Window on
-// the same DB value and Table as l (a Quota's take may bring its own calendar,
-// engine.Take.Calendar): otherwise the error wraps engine.ErrNilLimiter or
-// engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
+// the same DB value and Table as l (a Quota's take may bring its own
+// calendar, engine.Take.Calendar): otherwise the error wraps
+// engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
 // engine.ErrShortOut.
 //
 // A store failure is an error classified as Take's; out and denied are then

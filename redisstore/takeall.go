@@ -18,10 +18,11 @@ import (
 // until take i alone would pass, and denied is k. A take that can never pass
 // (N above its Burst, negative, NaN) is reported before anything is taken.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same
-// client as l (the client value given to New or NewGoRedis); a Quota's take
-// may bring its own calendar (engine.Take.Calendar). Otherwise the error wraps
-// engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An
+// Every takes[i].Limiter must be a non-nil *Limiter, *Quota or *Window on
+// the same client as l (the client value given to New or NewGoRedis); a
+// Quota's take may bring its own calendar (engine.Take.Calendar).
+// Otherwise the error wraps engine.ErrNilLimiter or engine.ErrForeignTake,
+// and nothing is taken. An
 // out shorter than takes is engine.ErrShortOut; a nil l is
 // engine.ErrNilLimiter.
 //

@@ -22,7 +22,11 @@ import (
 // take is admitted if what the key took in that slot and the Slots slots
 // before it, plus the cost, is at most Limit. A take whose time is before
 // the key's newest slot (a server clock that stepped back) counts in that
-// newest slot, as in memory.
+// newest slot, as in memory. A denial or a peek writes nothing, so the
+// newest slot is that of the key's last take (engine.Window also moves a
+// key on a denial): a take after a clock stepped back counts in that slot,
+// or in its own if later. Either way no span of the key's timeline holds
+// more than Limit.
 //
 // A denial writes nothing. RetryAfter, Remaining and ResetAfter are
 // engine.Window's: the time until enough of the oldest slots leave the
