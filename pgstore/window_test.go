@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -314,5 +316,49 @@ func TestWindowStoreDown(t *testing.T) {
 	}
 	if st := w.Stats(); st.Fallback < 5 || st.FailedClosed != 0 {
 		t.Errorf("stats %+v: want the probe and 4 takes answered by the fallback", st)
+	}
+}
+
+// Two instances (stores on one table) taking one key's window at once
+// admit exactly its limit between them: take_all locks the row.
+func TestWindowConcurrentInstances(t *testing.T) {
+	db := newDB(t, Schema{})
+	prefix := uniquePrefix()
+	instance := func() *Store {
+		s, err := NewStore(db, StoreOptions{Prefix: prefix, Timeout: testTimeout, SweepEvery: -1, Heartbeat: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := instance(), instance()
+	wa := bindWindow(t, a, "c", 20, time.Hour, 0)
+	wb := bindWindow(t, b, "c", 20, time.Hour, 0)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		w := wa
+		if g%2 == 1 {
+			w = wb
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				d, err := w.Take(context.Background(), "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 20 {
+		t.Errorf("two instances admitted %d of 80, want the limit, 20", n)
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,5 +290,65 @@ func TestWindowStoreDown(t *testing.T) {
 	}
 	if st := w.Stats(); st.Fallback != 4 || st.FailedClosed != 0 {
 		t.Errorf("stats %+v: want 4 takes answered by the fallback", st)
+	}
+}
+
+// A key whose newest slot is after the server's clock (a clock that
+// stepped back) takes in that newest slot, as in memory: the script keeps
+// the slot, and the denial that follows waits for it to leave.
+func TestWindowClockStepsBack(t *testing.T) {
+	srv := redistest.Start(t)
+	store := hsStore(t, srv.Addr(), StoreOptions{Heartbeat: -1})
+	w := bindWindow(t, store, "back", 5, 4*time.Second, 4)
+	ctx := context.Background()
+	// Slots of a second: the key's newest is ten seconds ahead.
+	ahead := serverMillis(t, srv.Addr())/1000 + 10
+	key := w.KeyFor("k")
+	admin(t, srv.Addr(), "SET", key, strconv.FormatInt(ahead, 10)+" 0 1000 0 0 3000", "EX", "60")
+	d, err := w.Take(ctx, "k", 1)
+	if err != nil || !d.Allowed || d.Remaining != 0 || d.ResetAfter < 14*time.Second || d.ResetAfter > 15*time.Second {
+		t.Fatalf("Take(k, 1) = %+v, %v; want allowed in the newest slot, reset after it leaves, 14-15 s on", d, err)
+	}
+	if got := admin(t, srv.Addr(), "GET", key).(string); got != strconv.FormatInt(ahead, 10)+" 0 1000 0 0 4000" {
+		t.Errorf("key %q, want the take in the newest slot", got)
+	}
+	// Slot ahead-3 leaves when ahead+2 begins: 11 to 12 s from now.
+	d, err = w.Take(ctx, "k", 1)
+	if err != nil || d.Allowed || d.RetryAfter < 11*time.Second || d.RetryAfter > 12*time.Second {
+		t.Errorf("Take(k, 1) = %+v, %v; want denied until the slot of 1000 leaves, 11-12 s on", d, err)
+	}
+}
+
+// Two instances (stores on one server and Prefix) taking one key's window
+// at once admit exactly its limit between them.
+func TestWindowConcurrentInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	wa := bindWindow(t, hsStore(t, srv.Addr(), StoreOptions{Heartbeat: -1}), "c", 20, time.Hour, 0)
+	wb := bindWindow(t, hsStore(t, srv.Addr(), StoreOptions{Heartbeat: -1}), "c", 20, time.Hour, 0)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		w := wa
+		if g%2 == 1 {
+			w = wb
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				d, err := w.Take(context.Background(), "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 20 {
+		t.Errorf("two instances admitted %d of 80, want the limit, 20", n)
 	}
 }
