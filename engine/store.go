@@ -70,10 +70,27 @@ func limiterKind(l Limiter) int {
 	switch l.(type) {
 	case QuotaRetuner:
 		return 1
-	case *Window:
+	case WindowRetuner:
 		return 2
 	}
 	return 0
+}
+
+// WindowRetuner is implemented by strict windows, which change their limit
+// in place, keeping what every key took: the Window, and the window
+// limiters of remote stores. A Pool shares such a limiter among the Binds
+// of an ID whose Spec has the same Window and Slots, and their caller
+// applies each Spec with SetLimitTokens(Spec.Burst).
+type WindowRetuner interface {
+	Limiter
+	// Span returns the window's span, and Slots how many parts it is
+	// counted in.
+	Span() time.Duration
+	Slots() int
+	// SetLimitTokens makes n the most a key may take in any span, as
+	// Window.SetLimitTokens does. It fails, changing nothing, for a limit
+	// NewWindow refuses.
+	SetLimitTokens(n float64) error
 }
 
 // QuotaSpec returns the Spec of a calendar quota of n tokens per period
@@ -204,10 +221,10 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 		if limiterKind(e.l) != s.kind() {
 			continue // limits of different shapes never share
 		}
-		if w, ok := e.l.(*Window); ok {
+		if w, ok := e.l.(WindowRetuner); ok {
 			// A window of the same span and slots retunes its limit in
 			// place (SetLimitTokens); another is apart.
-			if w.window != s.Window || w.slots != int64(cmp.Or(s.Slots, defaultSlots)) {
+			if w.Span() != s.Window || w.Slots() != cmp.Or(s.Slots, defaultSlots) {
 				continue
 			}
 			if err := (&Window{}).checkLimitTokens(s.Burst); err != nil {

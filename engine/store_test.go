@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/faucetgo/faucet/engine"
 )
@@ -127,3 +128,37 @@ func TestPoolSharesAnyQuotaRetuner(t *testing.T) {
 
 // storeQuota is a quota limiter of another type than *engine.Quota.
 type storeQuota struct{ *engine.Quota }
+
+// A store's window limiter is shared by the Binds of its ID as a Window
+// is: by its WindowRetuner methods, not its type, with the same span and
+// slots; a window of another span is apart, and never shared with a token
+// bucket whose Limit and Burst happen to be its own.
+func TestPoolSharesAnyWindowRetuner(t *testing.T) {
+	opened := 0
+	p := engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+		opened++
+		if s.Window == 0 {
+			return engine.New(engine.Config{Limit: s.Limit, Burst: s.Burst, SweepInterval: -1})
+		}
+		w, err := engine.NewWindow(engine.WindowConfig{Limit: s.Burst, Window: s.Window, Slots: s.Slots, SweepInterval: -1})
+		return storeWindow{w}, err
+	})
+	defer p.Close()
+	spec := engine.WindowSpec("w", "w", 10, time.Minute, 0)
+	a, _ := p.Bind(spec)
+	b, err := p.Bind(engine.WindowSpec("w", "w", 20, time.Minute, 16))
+	if err != nil || a != b || opened != 1 {
+		t.Fatalf("a changed limit: %v, shared %v, opened %d; want the limiter shared, 1 opened", err, a == b, opened)
+	}
+	if _, err := p.Bind(engine.WindowSpec("w", "w", 0, time.Minute, 16)); err == nil {
+		t.Error("a shared window bound a limit of 0")
+	}
+	c, _ := p.Bind(engine.WindowSpec("w", "w", 10, time.Minute, 4))
+	d, _ := p.Bind(engine.Spec{ID: "w", Limit: spec.Limit, Burst: spec.Burst})
+	if c == a || d == a || d == c || opened != 3 {
+		t.Errorf("other slots or a token bucket shared the window (opened %d, want 3)", opened)
+	}
+}
+
+// storeWindow is a window limiter of another type than *engine.Window.
+type storeWindow struct{ *engine.Window }

@@ -102,8 +102,9 @@ type windowKey struct {
 }
 
 var (
-	_ Limiter = (*Window)(nil)
-	_ TakerAt = (*Window)(nil)
+	_ Limiter       = (*Window)(nil)
+	_ TakerAt       = (*Window)(nil)
+	_ WindowRetuner = (*Window)(nil)
 )
 
 const (
@@ -227,6 +228,9 @@ func (*Window) checkLimitTokens(n float64) error {
 
 // Span returns the window's span.
 func (w *Window) Span() time.Duration { return w.window }
+
+// Slots returns how many parts the window is counted in.
+func (w *Window) Slots() int { return int(w.slots) }
 
 // Len returns the number of keys the window holds.
 func (w *Window) Len() int { return int(w.live.Load()) }

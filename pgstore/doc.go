@@ -103,6 +103,14 @@
 // The instance reads the calendar and the database's clock picks the
 // period; see Quota for the exact rule and what a failure does.
 //
+// # Strict windows
+//
+// A Store binds a Spec with a Window to a Window: never more than N tokens
+// in any span of the window, with the Decisions of engine.Window, its rows
+// in the bucket table (their counts in the column counts), decided with
+// token buckets and quotas in one statement. The database's clock picks
+// the slot; see Window for what a clock stepping back and a failure do.
+//
 // # Leases
 //
 // NewLeased (or StoreOptions.Lease) decides most checks in the instance

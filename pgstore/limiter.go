@@ -45,6 +45,9 @@ type Limiter struct {
 	// quota, if not nil, makes the Limiter a calendar quota's (see
 	// Quota): its takes go through take_all, never coalesced.
 	quota *remote.Quota
+	// window, if not nil, makes the Limiter a strict window's (see
+	// Window): its takes go through take_all, never coalesced.
+	window *remote.Window
 }
 
 var _ engine.Limiter = (*Limiter)(nil)

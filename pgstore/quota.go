@@ -130,14 +130,14 @@ func (q *Quota) Close() error {
 	return q.l.Close()
 }
 
-// unwrapQuotas returns takes with each *Quota replaced by its Limiter, or
-// takes itself when none is a Quota.
+// unwrapQuotas returns takes with each *Quota and *Window replaced by its
+// Limiter, or takes itself when none is either.
 func unwrapQuotas(takes []engine.Take) []engine.Take {
 	found := false
 	for i := range takes {
-		if _, ok := takes[i].Limiter.(*Quota); ok {
+		switch takes[i].Limiter.(type) {
+		case *Quota, *Window:
 			found = true
-			break
 		}
 	}
 	if !found {
@@ -146,13 +146,20 @@ func unwrapQuotas(takes []engine.Take) []engine.Take {
 	buf := make([]engine.Take, len(takes))
 	copy(buf, takes)
 	for i := range buf {
-		if q, ok := buf[i].Limiter.(*Quota); ok {
-			var l *Limiter
+		var l *Limiter
+		switch q := buf[i].Limiter.(type) {
+		case *Quota:
 			if q != nil {
 				l = q.l
 			}
-			buf[i].Limiter = l
+		case *Window:
+			if q != nil {
+				l = q.l
+			}
+		default:
+			continue
 		}
+		buf[i].Limiter = l
 	}
 	return buf
 }

@@ -89,13 +89,13 @@ func Check(ctx context.Context, db DB, table string) error {
 	var hasTable bool
 	var funcs int
 	err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL,
-	(SELECT count(DISTINCT proname) FROM pg_proc WHERE proname IN ($2, $3, $4, $5, $6) AND pg_function_is_visible(oid))`,
-		ident(table), table+"_take", table+"_take_all", table+"_advance", table+"_full", table+"_period").Scan(&hasTable, &funcs)
+	(SELECT count(DISTINCT proname) FROM pg_proc WHERE proname IN ($2, $3, $4, $5, $6, $7) AND pg_function_is_visible(oid))`,
+		ident(table), table+"_take", table+"_take_all", table+"_advance", table+"_full", table+"_period", table+"_slide").Scan(&hasTable, &funcs)
 	if err != nil {
 		return fmt.Errorf("pgstore: checking the schema of %s: %w", table, err)
 	}
-	if !hasTable || funcs != 5 {
-		return fmt.Errorf("pgstore: table %s or its functions are missing (found the table: %v, %d of 5 functions): create them with Install (faucet serve --postgres-install) or the statements of SQL", table, hasTable, funcs)
+	if !hasTable || funcs != 6 {
+		return fmt.Errorf("pgstore: table %s or its functions are missing (found the table: %v, %d of 6 functions): create them with Install (faucet serve --postgres-install) or the statements of SQL", table, hasTable, funcs)
 	}
 	return nil
 }

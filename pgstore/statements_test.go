@@ -17,7 +17,7 @@ func TestStatementsRender(t *testing.T) {
 			names = append(names, st.name)
 		}
 	}
-	if got, want := strings.Join(names, " "), "table advance full take take_all lease_buckets leases lease release"; got != want {
+	if got, want := strings.Join(names, " "), "table counts advance full period slide take take_all lease_buckets leases lease release"; got != want {
 		t.Errorf("schema statements %q, want %q", got, want)
 	}
 	for _, logged := range []bool{false, true} {
@@ -69,7 +69,7 @@ func TestInstalledFunctionsAreTheEmbeddedText(t *testing.T) {
 			t.Errorf("%s: the installed body differs from the embedded one:\n%s\nwant:\n%s", m[1], body, m[2])
 		}
 	}
-	if n != 7 {
-		t.Errorf("%d functions in the embedded schema, want 7", n)
+	if n != 8 {
+		t.Errorf("%d functions in the embedded schema, want 8", n)
 	}
 }

@@ -68,6 +68,9 @@ type StoreOptions struct {
 // A Spec with a Calendar gets a Quota (see Quota), unless opts.Lease is
 // set: a store with leases refuses quotas. Quotas are retuned in place
 // (Quota.SetQuota, engine.QuotaRetuner), keeping what each key used.
+// Likewise a Spec with a Window gets a Window (see Window), which a store
+// with leases refuses; Binds of its ID with the same span and slots share
+// it, retuned in place (Window.SetLimitTokens, engine.WindowRetuner).
 //
 // The Limiters are not engine.Retuners: a Spec whose rate or burst changed
 // gets a Limiter of its own whose buckets start full, as with redisstore,
@@ -91,7 +94,10 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	s := &Store{bg: remote.NewBackground()}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
 		if spec.Window > 0 {
-			return nil, fmt.Errorf("%w: the PostgreSQL store keeps token buckets and calendar quotas, not strict windows such as %q", ErrInvalidConfig, spec.Name)
+			if opts.Lease != nil {
+				return nil, windowRefused(spec)
+			}
+			return newWindow(db, &opts, spec, s.bg.Peers())
 		}
 		if spec.Calendar != nil {
 			if opts.Lease != nil {

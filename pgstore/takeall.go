@@ -21,10 +21,10 @@ import (
 // they do not deadlock each other. A TakeAll of one take is a Take of the
 // take's Limiter (its Timeout, breaker and Stats), coalesced as Take is.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same DB
-// value and Table as l (a Quota's take may bring its own calendar,
-// engine.Take.Calendar): otherwise the error wraps engine.ErrNilLimiter or
-// engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
+// Every takes[i].Limiter must be a non-nil *Limiter, *Quota or *Window on
+// the same DB value and Table as l (a Quota's take may bring its own
+// calendar, engine.Take.Calendar): otherwise the error wraps
+// engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An out shorter than takes is
 // engine.ErrShortOut.
 //
 // A store failure is an error classified as Take's; out and denied are then
@@ -67,7 +67,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if n == 0 {
 		return -1, now, nil
 	}
-	if n == 1 && limiterOf(&takes[0]).quota == nil {
+	if tl := limiterOf(&takes[0]); n == 1 && tl.quota == nil && tl.window == nil {
 		// The take's own Limiter, whose bucket it is: l may be another of
 		// the same DB. A single take coalesces
 		// with the key's others (coalesce.go).
@@ -86,6 +86,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	// us are the units of each take: its Limiter's, or a quota's capacity.
 	us := make([]units, n)
 	var instant time.Time // the instance's clock, read once for the quotas
+	extra := 0            // the counts of the windows' takes after the ticks
 	for i := range takes {
 		tl := limiterOf(&takes[i])
 		keys[i] = []byte(tl.KeyFor(takes[i].Key))
@@ -100,6 +101,14 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 			u = units{capacity: capacity}
 			caps[i] = -int64(capacity)
 			ps[i], qq[i] = strconv.FormatInt(b1.UnixMicro(), 10), strconv.FormatInt(b2.UnixMicro(), 10)
+		}
+		if w := tl.window; w != nil {
+			// A window's take: a negative p, the slot's length in
+			// nanoseconds, and q its slots.
+			u = units{capacity: w.Capacity()}
+			caps[i] = int64(u.capacity)
+			ps[i], qq[i] = strconv.FormatInt(-w.SlotNanos(), 10), strconv.Itoa(w.Slots())
+			extra += w.Slots() + 1
 		}
 		us[i] = u
 		c := u.cost(takes[i].N)
@@ -130,17 +139,22 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 		err = remote.Unsent{Err: fmt.Errorf("%w: take %d at %v, a period's end from the instance's %v",
 			ErrClockAhead, i, time.UnixMicro(nowUS).UTC(), qq[i])}
 	}
-	if err == nil && (len(ats) != n || len(qs) != n) {
+	if err == nil && (len(ats) != n+extra || len(qs) != n) {
 		err = fmt.Errorf("%w: %d states for %d takes", errReply, len(ats), n)
 	}
 	if err != nil {
 		denied, err = l.fail(takes, out, err, !takes0)
 		return denied, now, err
 	}
+	counts := ats[n:]
 	for i := range takes {
 		var d engine.Decision
 		var err error
-		if c := us[i].cost(takes[i].N); caps[i] < 0 {
+		if w := limiterOf(&takes[i]).window; w != nil {
+			c := us[i].cost(takes[i].N)
+			d, err = w.WindowDecision(us[i].capacity, c, c == us[i].never(), denied < 0, ats[i], counts[:w.Slots()+1], nowUS)
+			counts = counts[w.Slots()+1:]
+		} else if c := us[i].cost(takes[i].N); caps[i] < 0 {
 			d, err = remote.QuotaDecision(us[i].capacity, c, c == us[i].never(), denied >= 0, false, ats[i], qs[i], nowUS)
 		} else {
 			d, err = decision(us[i], c, denied >= 0, ats[i], qs[i], nowUS)
@@ -154,7 +168,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if never >= 0 {
 		denied = never
 	}
-	if denied >= 0 && never < 0 && caps[denied] >= 0 {
+	if denied >= 0 && never < 0 && caps[denied] >= 0 && limiterOf(&takes[denied]).window == nil {
 		out[denied].RetryAfter = waitForRepeats(takes, out, ats, qs, nowUS, denied)
 	}
 	// Every take counts once, as in the engine: allowed if the call was.

@@ -58,7 +58,8 @@ func BenchmarkTake(b *testing.B) {
 
 // BenchmarkTakeAll measures a TakeAll of two limits on one key (one
 // script) through rueidis, one caller: two token buckets, and a token
-// bucket with a calendar quota, as a rule with both limits makes it.
+// bucket with a calendar quota or a strict window, as a rule with both
+// limits makes it.
 // Names split for benchstat: limits=....
 func BenchmarkTakeAll(b *testing.B) {
 	s := redistest.Start(b)
@@ -77,10 +78,11 @@ func BenchmarkTakeAll(b *testing.B) {
 	bucket := bind(engine.Spec{ID: "a", Name: "a", Limit: 1e6, Burst: 1e6})
 	other := bind(engine.Spec{ID: "b", Name: "b", Limit: 1e6, Burst: 1e6})
 	quota := bind(engine.QuotaSpec("q", "q", 1e9, engine.Calendar{Period: engine.Yearly}))
+	window := bind(engine.WindowSpec("w", "w", 4e6, time.Hour, 0))
 	for _, bc := range []struct {
 		name   string
 		second engine.Limiter
-	}{{"buckets", other}, {"bucket+quota", quota}} {
+	}{{"buckets", other}, {"bucket+quota", quota}, {"bucket+window", window}} {
 		b.Run("limits="+bc.name, func(b *testing.B) {
 			takes := []engine.Take{{Limiter: bucket, N: 0.001}, {Limiter: bc.second, N: 0.001}}
 			out := make([]engine.Decision, 2)

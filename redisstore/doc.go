@@ -125,6 +125,14 @@
 // calendar and the server's clock picks the period; see Quota for the
 // exact rule, its keys and what a failure does.
 //
+// # Strict windows
+//
+// A Store binds a Spec with a Window to a Window: never more than N tokens
+// in any span of the window, with the Decisions of engine.Window, decided
+// together with token buckets and quotas in one script. The server's clock
+// picks the slot; see Window for its keys, what a clock stepping back does
+// and what a failure does.
+//
 // # Keys and Redis Cluster
 //
 // A bucket's key is Prefix, then a tag naming the limit (16 hex digits of a

@@ -37,6 +37,9 @@ type Limiter struct {
 	// quota, if not nil, makes the Limiter a calendar quota's (see Quota):
 	// its takes go through takeScript, never batched.
 	quota *remote.Quota
+	// window, if not nil, makes the Limiter a strict window's (see
+	// Window): its takes go through takeScript, never batched.
+	window *remote.Window
 }
 
 var _ engine.Limiter = (*Limiter)(nil)

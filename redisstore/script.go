@@ -19,10 +19,10 @@ var (
 	takeEachScript = luaScript("lib.lua", "take_each.lua")
 	// takeScript makes the takes of a TakeAll, all or none
 	// (lua/take.lua).
-	takeScript = luaScript("lib.lua", "quota_lib.lua", "take.lua")
+	takeScript = luaScript("lib.lua", "quota_lib.lua", "window_lib.lua", "take.lua")
 	// refundScript gives back a take of a TakeAll that was denied later
 	// (lua/refund.lua).
-	refundScript = luaScript("lib.lua", "quota_lib.lua", "refund.lua")
+	refundScript = luaScript("lib.lua", "quota_lib.lua", "window_lib.lua", "refund.lua")
 	// leaseScript grants a lease (lua/lease.lua).
 	leaseScript = luaScript("lib.lua", "lease_lib.lua", "lease.lua")
 	// releaseScript ends a lease early (lua/release.lua).

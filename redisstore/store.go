@@ -87,6 +87,9 @@ const DefaultStorePrefix = "faucet:http:"
 // A Spec with a Calendar gets a Quota (see Quota), unless opts.Lease is
 // set: a store with leases refuses quotas. Quotas are retuned in place
 // (Quota.SetQuota, engine.QuotaRetuner), keeping what each key used.
+// Likewise a Spec with a Window gets a Window (see Window), which a store
+// with leases refuses; Binds of its ID with the same span and slots share
+// it, retuned in place (Window.SetLimitTokens, engine.WindowRetuner).
 //
 // The Limiters are not engine.Retuners: a Spec whose rate or burst changed
 // gets a Limiter of its own whose buckets start full (engine.Store). The
@@ -129,7 +132,7 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 	st := &Store{bg: remote.NewBackground()}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
 		if s.Window > 0 {
-			return nil, fmt.Errorf("%w: the Redis store keeps token buckets and calendar quotas, not strict windows such as %q", ErrInvalidConfig, s.Name)
+			return opts.window(c, s, st.bg.Peers())
 		}
 		if s.Calendar != nil {
 			return opts.quota(c, s, st.bg.Peers())
@@ -188,6 +191,44 @@ func (o *StoreOptions) quota(c client, s engine.Spec, peers *Peers) (engine.Limi
 	l.s.keyBase = l.s.Prefix + "quota"
 	l.escape, l.quota = true, q
 	return &Quota{l: l}, nil
+}
+
+// window returns the Window of s, a Spec with a Window: keys under
+// Prefix, then the ID, then ":window:", the span and the slots (windows of
+// another span or slots never read each other's counts); its fallback is
+// a local window at FallbackShare of s's limit, or at 1/N with peers.
+// Leases do not apply to windows: a store with leases refuses them.
+func (o *StoreOptions) window(c client, s engine.Spec, peers *Peers) (engine.Limiter, error) {
+	if o.Lease != nil {
+		return nil, invalid("%q is a strict window, which a store with leases (StoreOptions.Lease) does not keep", s.Name)
+	}
+	w, err := remote.NewWindow(s.Burst, s.Window, s.Slots, ErrInvalidConfig)
+	if err != nil {
+		return nil, err
+	}
+	if ns := w.SlotNanos(); ns%1000 != 0 && ns >= 1<<52 {
+		// The script divides by the slot's length in nanoseconds only
+		// below 2^52 (about 52 days); longer slots must be whole
+		// microseconds.
+		return nil, invalid("%q: a window's slot (Window/Slots) of 52 days or more must be a whole number of microseconds, got %v", s.Name, time.Duration(ns))
+	}
+	cfg := Config{Limit: 1, Burst: 1, Prefix: o.Prefix + escapeKey(s.ID) + ":", Timeout: o.Timeout,
+		BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed, MaxBatch: 1}
+	l, err := newLimiter(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	common := l.s.common
+	common.OnFailure, common.FallbackShare, common.FallbackMaxKeys = Fallback, o.FallbackShare, o.FallbackMaxKeys
+	if o.FallbackShare == 0 {
+		common.FallbackPeers = peers
+	}
+	if l.core, err = remote.NewWindowCore(common, w, ErrBreakerOpen); err != nil {
+		return nil, err
+	}
+	l.s.keyBase = fmt.Sprintf("%swindow:%v:%d", l.s.Prefix, w.Span(), w.Slots())
+	l.escape, l.window = true, w
+	return &Window{l: l}, nil
 }
 
 // config is the Config of s's Limiter, whose fallback follows peers unless

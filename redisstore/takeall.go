@@ -18,10 +18,11 @@ import (
 // until take i alone would pass, and denied is k. A take that can never pass
 // (N above its Burst, negative, NaN) is reported before anything is taken.
 //
-// Every takes[i].Limiter must be a non-nil *Limiter or *Quota on the same
-// client as l (the client value given to New or NewGoRedis); a Quota's take
-// may bring its own calendar (engine.Take.Calendar). Otherwise the error wraps
-// engine.ErrNilLimiter or engine.ErrForeignTake, and nothing is taken. An
+// Every takes[i].Limiter must be a non-nil *Limiter, *Quota or *Window on
+// the same client as l (the client value given to New or NewGoRedis); a
+// Quota's take may bring its own calendar (engine.Take.Calendar).
+// Otherwise the error wraps engine.ErrNilLimiter or engine.ErrForeignTake,
+// and nothing is taken. An
 // out shorter than takes is engine.ErrShortOut; a nil l is
 // engine.ErrNilLimiter.
 //
@@ -75,7 +76,7 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 	if len(takes) == 0 {
 		return -1, now, nil
 	}
-	if len(takes) == 1 && limiterOf(&takes[0]).quota == nil {
+	if tl := limiterOf(&takes[0]); len(takes) == 1 && tl.quota == nil && tl.window == nil {
 		d, now, err := limiterOf(&takes[0]).takeOne(ctx, takes[0].Key, takes[0].N)
 		out[0] = d
 		if d.Allowed {
@@ -96,6 +97,9 @@ func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine
 				instant = tl.quota.Now()
 			}
 			prepareQuota(tl.quota, &c, instant, takes[i].Calendar)
+		}
+		if tl.window != nil {
+			c.u = units{capacity: tl.window.Capacity()}
 		}
 		c.cost = c.u.scriptCost(c.n)
 		if c.cost == c.u.never() && never < 0 {
@@ -151,19 +155,24 @@ type call struct {
 	n   float64
 	// u is the limit's units: l's, or for a calendar quota (u.p == 0)
 	// the quota's capacity, with b1 and b2, the ends of the period that
-	// holds the instance's clock and of the next (Unix milliseconds).
+	// holds the instance's clock and of the next (Unix milliseconds), or
+	// for a strict window (l.window) its capacity.
 	u      units
 	b1, b2 int64
 	// cost is in quanta; capacity+1+c asks the script for a report for a
 	// cost of c without taking (see takeScript), and units.never marks a
 	// take that can never pass.
 	cost uint64
-	at   int64 // the tick the take stored (a quota: its period's end), for a give-back
+	at   int64 // the tick the take stored (a quota: its period's end; a window: its slot), for a give-back
 }
 
 // args appends c's five arguments of takeScript (and refundScript's first
 // five) to args.
 func (c *call) args(args []string) []string {
+	if w := c.l.window; w != nil {
+		return append(args, strconv.FormatUint(c.u.capacity, 10), "-1", strconv.FormatInt(w.SlotNanos(), 10),
+			strconv.Itoa(w.Slots()), strconv.FormatUint(c.cost, 10))
+	}
 	if c.u.p == 0 {
 		return append(args, strconv.FormatUint(c.u.capacity, 10), "0", strconv.FormatInt(c.b1, 10),
 			strconv.FormatInt(c.b2, 10), strconv.FormatUint(c.cost, 10))
@@ -190,15 +199,26 @@ func (l *Limiter) script(ctx context.Context, calls []call, out []engine.Decisio
 		return -1, time.Time{}, remote.Unsent{Err: fmt.Errorf("%w: %s at %v, a period's end from the instance's %v",
 			ErrClockAhead, c.key, time.UnixMicro(v[0]).UTC(), time.UnixMilli(c.b2).UTC())}
 	}
-	if len(v) != 2+2*len(calls) {
+	want := 2 + 2*len(calls)
+	for i := range calls {
+		if w := calls[i].l.window; w != nil {
+			want += w.Slots() + 1
+		}
+	}
+	if len(v) != want {
 		return -1, time.Time{}, fmt.Errorf("%w: %d integers for %d takes", errReply, len(v), len(calls))
 	}
 	now := v[0]
 	denied := int(v[1]) - 1
+	ext := v[2+2*len(calls):]
 	for i := range calls {
 		var d engine.Decision
 		var err error
-		if calls[i].u.p == 0 {
+		if w := calls[i].l.window; w != nil {
+			counts := ext[:w.Slots()+1]
+			ext = ext[w.Slots()+1:]
+			d, err = windowDecision(w, calls[i].u, calls[i].cost, denied >= 0, v[2+2*i], counts, now)
+		} else if calls[i].u.p == 0 {
 			d, err = quotaDecision(calls[i].u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)
 		} else {
 			d, err = decision(calls[i].u, calls[i].cost, denied >= 0, v[2+2*i], v[3+2*i], now)

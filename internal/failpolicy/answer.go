@@ -38,6 +38,11 @@ type Take struct {
 	QuotaCalendar engine.Calendar
 	Calendar      *engine.Calendar
 	Share         float64
+
+	// Window, with Policy Fallback, is the local strict window of a
+	// Limiter that keeps one, in place of Fallback: it decides at a share
+	// of the limit (Burst), 1/Peers.N() or Share (RetuneWindow).
+	Window *engine.Window
 }
 
 // Answer fills out with the policies' answer for a call of takes (a Take,
@@ -68,6 +73,16 @@ func Answer(takes []Take, out []engine.Decision) (denied int, fellBack bool) {
 				}
 				RetuneQuota(t.Quota, t.Burst, t.QuotaCalendar, share)
 				local = append(local, engine.Take{Limiter: t.Quota, Key: t.Key, N: t.N, Calendar: t.Calendar})
+				where = append(where, i)
+				continue
+			}
+			if t.Window != nil {
+				share := t.Share
+				if t.Peers != nil {
+					share = t.Peers.Share()
+				}
+				RetuneWindow(t.Window, t.Burst, share)
+				local = append(local, engine.Take{Limiter: t.Window, Key: t.Key, N: t.N})
 				where = append(where, i)
 				continue
 			}

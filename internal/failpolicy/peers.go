@@ -143,3 +143,15 @@ func RetuneQuota(q *engine.Quota, n float64, cal engine.Calendar, share float64)
 	// n and cal passed engine.CheckQuota, and so does b.
 	_ = q.SetQuota(b, cal)
 }
+
+// RetuneWindow gives w share of a strict window's limit of n tokens
+// (rounded as QuotaShare rounds a quota), if it does not hold it already.
+// What each key took stays (engine.Window.SetLimitTokens).
+func RetuneWindow(w *engine.Window, n, share float64) {
+	b := QuotaShare(n, share)
+	if w.Burst() == b {
+		return
+	}
+	// n passed engine.CheckWindow, and so does b.
+	_ = w.SetLimitTokens(b)
+}

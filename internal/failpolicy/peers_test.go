@@ -172,3 +172,32 @@ func TestAnswerQuotaFollowsPeers(t *testing.T) {
 		t.Errorf("QuotaShare(0.5, 0.1) = %v, want 0.5: a quota below a token, whole", got)
 	}
 }
+
+// A strict window's fallback keeps 1/N of the limit (Peers) or a fixed
+// share, at least a token, retuned as they change.
+func TestAnswerWindowFollowsPeers(t *testing.T) {
+	w, err := engine.NewWindow(engine.WindowConfig{Limit: 12, Window: time.Hour, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var p Peers
+	p.Set(3)
+	admitted := func(key string, n int, peers *Peers, share float64) int {
+		a := 0
+		for range n {
+			out := make([]engine.Decision, 1)
+			tk := Take{Policy: Fallback, Window: w, Peers: peers, Share: share, Burst: 12, Key: key, N: 1}
+			if k, fellBack := Answer([]Take{tk}, out); k < 0 && fellBack {
+				a++
+			}
+		}
+		return a
+	}
+	if got := admitted("a", 10, &p, 0); got != 4 || w.Burst() != 4 {
+		t.Errorf("3 instances, limit 12: the fallback admitted %d (limit %v), want 4", got, w.Burst())
+	}
+	if got := admitted("b", 10, nil, 0.25); got != 3 || w.Burst() != 3 {
+		t.Errorf("a share of 1/4 of 12: the fallback admitted %d (limit %v), want 3", got, w.Burst())
+	}
+}

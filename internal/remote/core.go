@@ -24,8 +24,13 @@ type Core struct {
 	// Fallback, in place of Fallback.
 	Quota         *Quota
 	FallbackQuota *engine.Quota
-	Breaker       *failpolicy.Breaker
-	Counters      Counters
+	// Window is the strict window of a Limiter that keeps one (see
+	// NewWindowCore), and FallbackWindow its local window of OnFailure
+	// Fallback, in place of Fallback.
+	Window         *Window
+	FallbackWindow *engine.Window
+	Breaker        *failpolicy.Breaker
+	Counters       Counters
 	// breakerOpen is the store's ErrBreakerOpen.
 	breakerOpen error
 }
@@ -90,12 +95,50 @@ func NewQuotaCore(s Settings, q *Quota, breakerOpen error) (*Core, error) {
 	return c, nil
 }
 
+// NewWindowCore returns the Core of a strict window w whose Limiter has
+// settings s, checked but for the limit (a window's is w's): with
+// OnFailure Fallback, its local window (an engine.Window of at most
+// FallbackMaxKeys keys, of w's span and slots) holds FallbackShare of w's
+// limit, or 1/FallbackPeers.N() of it from each failure on
+// (failpolicy.RetuneWindow).
+func NewWindowCore(s Settings, w *Window, breakerOpen error) (*Core, error) {
+	policy, share, peers := s.OnFailure, s.FallbackShare, s.FallbackPeers
+	// The core without the token buckets' fallback engine.
+	s.OnFailure, s.FallbackShare, s.FallbackPeers = failpolicy.FailClosed, 0, nil
+	c, err := NewCore(s, breakerOpen)
+	if err != nil {
+		return nil, err
+	}
+	c.Window = w
+	if policy != failpolicy.Fallback {
+		c.OnFailure = policy
+		return c, nil
+	}
+	if peers == nil && !(share > 0 && share <= 1) {
+		return nil, fmt.Errorf("%w: FallbackShare must be in (0, 1] with OnFailure Fallback, got %v", s.Invalid, share)
+	}
+	start := share
+	if peers != nil {
+		start = 1 // the whole limit until a failure reads the peers
+	}
+	fw, err := engine.NewWindow(engine.WindowConfig{Limit: failpolicy.QuotaShare(w.Burst(), start), Window: w.Span(),
+		Slots: w.Slots(), MaxKeys: failpolicy.FallbackMaxKeys(s.FallbackMaxKeys)})
+	if err != nil {
+		return nil, fmt.Errorf("%w: the fallback window: %w", s.Invalid, err)
+	}
+	c.OnFailure, c.FallbackShare, c.FallbackPeers, c.FallbackWindow = policy, share, peers, fw
+	return c, nil
+}
+
 // Close releases the fallback engine, if any. Takes after Close still
 // work; the fallback engine still decides them while the store fails (it
 // only stops sweeping).
 func (c *Core) Close() error {
 	if c.FallbackQuota != nil {
 		c.FallbackQuota.Close()
+	}
+	if c.FallbackWindow != nil {
+		c.FallbackWindow.Close()
 	}
 	if c.Fallback != nil {
 		return c.Fallback.Close()

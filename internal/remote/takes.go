@@ -56,6 +56,10 @@ func Fail(takes []engine.Take, out []engine.Decision, core func(*engine.Take) *C
 			ft[i].Quota, ft[i].QuotaCalendar, ft[i].Share = c.FallbackQuota, c.Quota.Calendar(), c.FallbackShare
 			ft[i].Calendar = takes[i].Calendar
 		}
+		if c.Window != nil {
+			ft[i].Burst, ft[i].Limit = c.Window.Burst(), c.Window.Limit()
+			ft[i].Window, ft[i].Share = c.FallbackWindow, c.FallbackShare
+		}
 		c.Counters.Count(c.OnFailure)
 	}
 	return failpolicy.Answer(ft, out)

@@ -30,8 +30,23 @@ CREATE {{unlogged}}TABLE IF NOT EXISTS {{table}} (
 	key     bytea  PRIMARY KEY,
 	tick    bigint NOT NULL,
 	quanta  bigint NOT NULL,
-	expires bigint NOT NULL
+	expires bigint NOT NULL,
+	counts  bigint[]
 ) WITH (fillfactor = 80);
+
+-- name: counts
+-- counts is the column of strict windows (see take_all), added to a table
+-- created before them. A bucket's row leaves it NULL, which costs the row
+-- nothing (its null bitmap fits in the header's padding). The check comes
+-- first: ALTER TABLE would lock the table on every Install.
+DO $do$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = '{{table}}'::regclass AND attname = 'counts' AND NOT attisdropped) THEN
+		ALTER TABLE {{table}} ADD COLUMN counts bigint[];
+	END IF;
+END
+$do$;
 
 -- name: advance
 -- advance is the bucket's tick and quanta at microsecond now
@@ -85,6 +100,33 @@ RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
 		WHEN now < b1 THEN b1
 		WHEN now < b2 THEN b2
 	END
+$fn$;
+
+-- name: slide
+-- slide is a strict window's slot at microsecond now and its counts there
+-- (see take_all), as engine.Window moves them: slot of now, counts of the
+-- slots from it back k, the ones that left the window cleared; a key whose
+-- newest slot is later (a clock that stepped back) stays in that slot.
+-- A missing or placeholder row, or one whose counts all left, is empty.
+CREATE OR REPLACE FUNCTION {{table_slide}}(
+	present boolean, newest bigint, counts bigint[], now bigint, len numeric, k int,
+	OUT s bigint, OUT c bigint[], OUT total bigint)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+	s := div(now * 1000::numeric, len)::bigint;
+	IF NOT present OR counts IS NULL OR cardinality(counts) <> k + 1 OR s - newest > k THEN
+		c := array_fill(0::bigint, ARRAY[k + 1]);
+		total := 0;
+		RETURN;
+	END IF;
+	IF s <= newest THEN
+		s := newest;
+		c := counts;
+	ELSE
+		c := counts[s - newest + 1:k + 1] || array_fill(0::bigint, ARRAY[(s - newest)::int]);
+	END IF;
+	SELECT coalesce(sum(x), 0)::bigint INTO total FROM unnest(c) x;
+END
 $fn$;
 
 -- name: take
@@ -196,6 +238,18 @@ $fn$;
 -- minus the take's index, and nothing is written. Its reply is the end and
 -- the quanta used; a denied quota take reports its period as it found it,
 -- after the call's earlier takes.
+--
+-- A take with a negative p is a strict window's: -p is the length of its
+-- slots in nanoseconds (slot i runs from i*-p to (i+1)*-p since the Unix
+-- epoch, as engine.Window counts them), q its slots k. Its row holds the
+-- key's newest slot (tick), the sum of its counts (quanta), the counts of
+-- the k+1 slots up to the newest, oldest first (counts), and the
+-- microsecond at which they have all left the window (expires: Sweep
+-- removes it then). It is admitted if the sum at now (slide) plus the cost
+-- is at most cap. Its reply is the slot and the sum; then, after the n
+-- ticks, at_of holds the k+1 counts of each window take, in the order of
+-- the takes (a denied window take's as it found them, after the call's
+-- earlier takes).
 CREATE OR REPLACE FUNCTION {{table_take_all}}(
 	keys bytea[], caps bigint[], ps numeric[], qs numeric[], costs bigint[], lock_ms int, at_us bigint DEFAULT NULL,
 	OUT now_us bigint, OUT denied int, OUT at_of bigint[], OUT q_of bigint[])
@@ -213,6 +267,10 @@ DECLARE
 	r_q bigint;
 	a bigint;
 	tk bigint;
+	rc text[];
+	r_c text;
+	wc text[] := array_fill(NULL::text, ARRAY[n]);
+	cnt bigint[];
 BEGIN
 {{isolation_check}}
 	now_us := coalesce(at_us, floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
@@ -224,10 +282,10 @@ BEGIN
 			INSERT INTO {{table}} (key, tick, quanta, expires)
 				SELECT u.k, 0, -1, now_us + 60000000 FROM (SELECT DISTINCT x AS k FROM unnest(keys) x) u ORDER BY u.k
 				ON CONFLICT (key) DO NOTHING;
-			SELECT array_agg(l.key), array_agg(l.tick), array_agg(l.quanta) INTO rk, rt, rq FROM (
-				SELECT b.key, b.tick, b.quanta FROM {{table}} b WHERE b.key = ANY(keys) ORDER BY b.key FOR UPDATE) l;
+			SELECT array_agg(l.key), array_agg(l.tick), array_agg(l.quanta), array_agg(l.counts::text) INTO rk, rt, rq, rc FROM (
+				SELECT b.key, b.tick, b.quanta, b.counts FROM {{table}} b WHERE b.key = ANY(keys) ORDER BY b.key FOR UPDATE) l;
 		ELSE
-			SELECT array_agg(b.key), array_agg(b.tick), array_agg(b.quanta) INTO rk, rt, rq
+			SELECT array_agg(b.key), array_agg(b.tick), array_agg(b.quanta), array_agg(b.counts::text) INTO rk, rt, rq, rc
 				FROM {{table}} b WHERE b.key = ANY(keys);
 		END IF;
 		denied := 0;
@@ -237,11 +295,13 @@ BEGIN
 			present := false;
 			r_tick := NULL;
 			r_q := NULL;
+			r_c := NULL;
 			FOR m IN REVERSE i-1..1 LOOP
 				IF keys[m] = keys[i] THEN
 					present := true;
 					r_tick := at_of[m];
 					r_q := q_of[m];
+					r_c := wc[m];
 					EXIT;
 				END IF;
 			END LOOP;
@@ -251,7 +311,25 @@ BEGIN
 					present := true;
 					r_tick := rt[j];
 					r_q := rq[j];
+					r_c := rc[j];
 				END IF;
+			END IF;
+			IF ps[i] < 0 THEN
+				SELECT v.s, v.c, v.total INTO a, cnt, tk
+					FROM {{table_slide}}(present, r_tick, r_c::bigint[], now_us, -ps[i], qs[i]::int) v;
+				at_of[i] := a;
+				q_of[i] := tk;
+				wc[i] := cnt::text;
+				IF costs[i] > caps[i] OR tk + costs[i] > caps[i] THEN
+					denied := i;
+					EXIT;
+				END IF;
+				IF costs[i] > 0 THEN
+					cnt[qs[i]::int + 1] := cnt[qs[i]::int + 1] + costs[i];
+					q_of[i] := tk + costs[i];
+					wc[i] := cnt::text;
+				END IF;
+				CONTINUE;
 			END IF;
 			IF caps[i] < 0 THEN
 				a := {{table_period}}(present, r_tick, r_q, now_us, ps[i]::bigint, qs[i]::bigint);
@@ -282,6 +360,15 @@ BEGIN
 			-- is, but a denied quota's, as it was found.
 			FOR i IN 1..n LOOP
 				j := array_position(rk, keys[i]);
+				IF ps[i] < 0 THEN
+					CONTINUE WHEN i = denied;
+					SELECT v.s, v.c, v.total INTO a, cnt, tk
+						FROM {{table_slide}}(j IS NOT NULL, rt[j], rc[j]::bigint[], now_us, -ps[i], qs[i]::int) v;
+					at_of[i] := a;
+					q_of[i] := tk;
+					wc[i] := cnt::text;
+					CONTINUE;
+				END IF;
 				IF caps[i] < 0 THEN
 					CONTINUE WHEN i = denied;
 					a := {{table_period}}(j IS NOT NULL, rt[j], rq[j], now_us, ps[i]::bigint, qs[i]::bigint);
@@ -301,6 +388,11 @@ BEGIN
 				at_of[i] := a;
 				q_of[i] := tk;
 			END LOOP;
+			FOR i IN 1..n LOOP
+				IF ps[i] < 0 THEN
+					at_of := at_of || wc[i]::bigint[];
+				END IF;
+			END LOOP;
 			RETURN;
 		END IF;
 		-- Only peeks: nothing to write, nothing to lock.
@@ -319,12 +411,20 @@ BEGIN
 	-- Write each key's last state, skipping keys only peeked.
 	FOR i IN REVERSE n..1 LOOP
 		IF costs[i] > 0 AND NOT EXISTS (SELECT 1 FROM generate_series(i+1, n) m WHERE keys[m] = keys[i] AND costs[m] > 0) THEN
-			IF caps[i] < 0 THEN
+			IF ps[i] < 0 THEN
+				UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], counts = wc[i]::bigint[],
+					expires = div((at_of[i] + qs[i] + 1) * -ps[i] + 999, 1000)::bigint WHERE b.key = keys[i];
+			ELSIF caps[i] < 0 THEN
 				UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], expires = at_of[i] WHERE b.key = keys[i];
 			ELSE
 				UPDATE {{table}} b SET tick = at_of[i], quanta = q_of[i], expires = {{table_full}}(at_of[i], q_of[i], caps[i], ps[i], qs[i])
 					WHERE b.key = keys[i];
 			END IF;
+		END IF;
+	END LOOP;
+	FOR i IN 1..n LOOP
+		IF ps[i] < 0 THEN
+			at_of := at_of || wc[i]::bigint[];
 		END IF;
 	END LOOP;
 END

@@ -5,11 +5,22 @@
 -- never holds more than it would had the take never been made. For a
 -- calendar quota (p = 0, see quota_lib.lua) the tick is the end of the
 -- period the take was made in: the cost goes back to that period if it is
--- still the key's, and a period that ended owes nothing. The reply is
--- {now}.
+-- still the key's, and a period that ended owes nothing. For a strict
+-- window (p = -1, see window_lib.lua) the tick is the slot the take was
+-- counted in: the cost goes back to that slot if it is still in the key's
+-- window, as engine.Window gives a take back. The reply is {now}.
 
 local cap, p, q, fill, cost, took = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0
 local key = KEYS[1]
+if p == -1 then
+  local newest, c = wload(key, fill)
+  if newest ~= nil and took >= newest - fill and took <= newest then
+    local j = took - (newest - fill) + 1
+    c[j] = c[j] - math.min(c[j], cost)
+    wkeep(key, newest, c, q, fill)
+  end
+  return {now}
+end
 local last, tokens = load(key)
 if p == 0 then
   if last == took and tokens >= cost and last * 1000 > now then keep(key, last, tokens - cost) end
