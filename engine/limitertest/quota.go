@@ -2,10 +2,8 @@ package limitertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,10 +30,6 @@ type QuotaHarness struct {
 	Timeout time.Duration
 }
 
-// granularity is how far a store with its own clock may round the time
-// it reports a period's end in, besides the time its calls take.
-const granularity = 2 * time.Second
-
 // RunQuota runs the calendar quota conformance suite against the quotas
 // that h's Store binds, one subtest per property, each on a Store of its
 // own.
@@ -47,22 +41,10 @@ func RunQuota(t *testing.T, h QuotaHarness) {
 		h.Timeout = 30 * time.Second
 	}
 	for _, c := range quotaCases {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
-			defer cancel()
-			done := make(chan struct{})
-			go func() {
-				select {
-				case <-done:
-				case <-ctx.Done():
-					if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-						t.Errorf("%s: still running after %v: the store hangs", c.name, h.Timeout)
-					}
-				}
-			}()
-			defer close(done)
-			s := &quotaSuite{t: t, h: h, ctx: ctx}
-			s.setUp()
+		runCase(t, c.name, h.Timeout, func(t *testing.T, ctx context.Context) {
+			s := &quotaSuite{storeSuite: openStore(t, ctx, h.Store, h.Now,
+				engine.QuotaSpec("probe", "probe", 1, engine.Calendar{Period: engine.Monthly}))}
+			s.own, s.other = farCalendars(s.clock())
 			c.run(s)
 		})
 	}
@@ -89,42 +71,11 @@ var quotaCases = []struct {
 
 // quotaSuite is the state of one subtest of RunQuota.
 type quotaSuite struct {
-	t     *testing.T
-	h     QuotaHarness
-	ctx   context.Context
-	store engine.Store
-	ids   atomic.Int64
-	// virtual is set when the store's quotas implement engine.TakerAt:
-	// the suite then passes every time itself, now.
-	virtual bool
-	now     time.Time
+	*storeSuite
 	// own is the calendar of the quotas bound, and other one whose
 	// periods end on another day; neither has a period end within days
 	// of the subtest's time.
 	own, other engine.Calendar
-	// start is when the subtest began, for the refill allowance of a
-	// token bucket on a store with its own clock.
-	start time.Time
-}
-
-// setUp opens the subtest's Store, learns its clock from a quota it binds
-// and releases, and picks the calendars.
-func (s *quotaSuite) setUp() {
-	s.store = s.h.Store(s.t)
-	if s.store == nil {
-		s.t.Fatal("QuotaHarness.Store returned nil")
-	}
-	probe, err := s.store.Bind(engine.QuotaSpec("probe", "probe", 1, engine.Calendar{Period: engine.Monthly}))
-	if err != nil {
-		s.t.Fatalf("Bind of a quota Spec: %v", err)
-	}
-	_, s.virtual = probe.(engine.TakerAt)
-	s.store.Release(probe)
-	if s.virtual {
-		s.now = time.Unix(1_700_000_000, 0)
-	}
-	s.start = time.Now()
-	s.own, s.other = farCalendars(s.clock())
 }
 
 // farCalendars returns two monthly calendars whose periods end at least
@@ -136,83 +87,10 @@ func farCalendars(now time.Time) (own, other engine.Calendar) {
 		engine.Calendar{Period: engine.Monthly, Day: (d+18)%28 + 1}
 }
 
-// clock is the subtest's time: the virtual clock, or the store's.
-func (s *quotaSuite) clock() time.Time {
-	switch {
-	case s.virtual:
-		return s.now
-	case s.h.Now != nil:
-		return s.h.Now(s.t)
-	}
-	return time.Now()
-}
-
-// bind binds l for spec under a new ID, released when the subtest ends.
-func (s *quotaSuite) bind(spec engine.Spec) engine.Limiter {
-	s.t.Helper()
-	spec.ID = spec.ID + "#" + strconv.FormatInt(s.ids.Add(1), 10)
-	l, err := s.store.Bind(spec)
-	if err != nil {
-		s.t.Fatalf("Bind(%+v): %v", spec, err)
-	}
-	if l == nil {
-		s.t.Fatalf("Bind(%+v) returned nil", spec)
-	}
-	s.t.Cleanup(func() { s.store.Release(l) })
-	return l
-}
-
 // quota binds a quota of n per period of the subtest's own calendar.
 func (s *quotaSuite) quota(n float64) engine.Limiter {
 	s.t.Helper()
 	return s.bind(engine.QuotaSpec("quota", "quota", n, s.own))
-}
-
-// span is when a call was made: between before and after, on the clock
-// the store decided by.
-type span struct{ before, after time.Time }
-
-// take takes n from key's quota of l, by cal (nil: l's own), now.
-func (s *quotaSuite) take(l engine.Limiter, key string, n float64, cal *engine.Calendar) (engine.Decision, span) {
-	s.t.Helper()
-	out := make([]engine.Decision, 1)
-	var sp span
-	var err error
-	takes := []engine.Take{{Limiter: l, Key: key, N: n, Calendar: cal}}
-	if cal == nil {
-		var d engine.Decision
-		sp.before = s.clock()
-		d, err = s.doTake(l, key, n)
-		sp.after = s.clock()
-		out[0] = d
-	} else {
-		_, sp, err = s.takeAll(l, takes, out)
-	}
-	if err != nil {
-		s.t.Fatalf("take of %v from %q: %v", n, key, err)
-	}
-	return out[0], sp
-}
-
-// doTake is l.Take, at the subtest's time.
-func (s *quotaSuite) doTake(l engine.Limiter, key string, n float64) (engine.Decision, error) {
-	if s.virtual {
-		out := make([]engine.Decision, 1)
-		_, err := l.(engine.TakerAt).TakeAllAt(s.now, []engine.Take{{Limiter: l, Key: key, N: n}}, out)
-		return out[0], err
-	}
-	return l.Take(s.ctx, key, n)
-}
-
-// takeAll is l.TakeAll, at the subtest's time.
-func (s *quotaSuite) takeAll(l engine.Limiter, takes []engine.Take, out []engine.Decision) (int, span, error) {
-	if s.virtual {
-		k, err := l.(engine.TakerAt).TakeAllAt(s.now, takes, out)
-		return k, span{s.now, s.now}, err
-	}
-	before := s.clock()
-	k, err := l.TakeAll(s.ctx, takes, out)
-	return k, span{before, s.clock()}, err
 }
 
 // end is where the period of cal that holds the call sp ends.
@@ -223,32 +101,6 @@ func (s *quotaSuite) end(cal engine.Calendar, sp span) time.Time {
 		s.t.Fatalf("a period of %+v ended between %v and %v, while the subtest ran", cal, sp.before, sp.after)
 	}
 	return end
-}
-
-// waits checks a wait, reported by a call made in sp, for the instant end:
-// exact on the virtual clock, else within the call's span and the store's
-// granularity.
-func (s *quotaSuite) waits(what string, got time.Duration, end time.Time, sp span) {
-	s.t.Helper()
-	lo, hi := end.Sub(sp.after), end.Sub(sp.before)
-	if !s.virtual {
-		lo, hi = lo-granularity, hi+granularity
-	}
-	if got < lo || got > hi {
-		if lo == hi {
-			s.t.Errorf("%s = %v, want %v, the time to %v", what, got, lo, end)
-		} else {
-			s.t.Errorf("%s = %v, want %v to %v, the time to %v", what, got, lo, hi, end)
-		}
-	}
-}
-
-// is checks a Remaining, which a quota keeps exactly.
-func (s *quotaSuite) is(what string, got, want float64) {
-	s.t.Helper()
-	if math.Abs(got-want) > quantum/2 {
-		s.t.Errorf("%s = %v, want %v", what, got, want)
-	}
 }
 
 // quotaN is the quota of the subtests that count.
@@ -273,12 +125,12 @@ func quotaBind(s *quotaSuite) {
 
 func quotaNewKey(s *quotaSuite) {
 	l := s.quota(quotaN)
-	if d, _ := s.take(l, "new", 0, nil); !d.Allowed || d.RetryAfter != 0 || d.ResetAfter != 0 {
+	if d, _ := s.take(l, "new", 0); !d.Allowed || d.RetryAfter != 0 || d.ResetAfter != 0 {
 		s.t.Errorf("peek of a new key = %+v, want allowed with RetryAfter and ResetAfter 0", d)
 	} else {
 		s.is("Remaining of a new key", d.Remaining, quotaN)
 	}
-	d, sp := s.take(l, "new", quotaN, nil)
+	d, sp := s.take(l, "new", quotaN)
 	if !d.Allowed {
 		s.t.Fatalf("take of the whole quota of a new key = %+v, want allowed", d)
 	}
@@ -291,7 +143,7 @@ func quotaCountsDown(s *quotaSuite) {
 	left := float64(quotaN)
 	for _, n := range []float64{1, 0.5, 2.25, 0.001, 3} {
 		left -= n
-		d, sp := s.take(l, "k", n, nil)
+		d, sp := s.take(l, "k", n)
 		if !d.Allowed || d.RetryAfter != 0 {
 			s.t.Fatalf("take of %v with %v left = %+v, want allowed with RetryAfter 0", n, left+n, d)
 		}
@@ -302,9 +154,9 @@ func quotaCountsDown(s *quotaSuite) {
 
 func quotaDenial(s *quotaSuite) {
 	l := s.quota(quotaN)
-	s.take(l, "k", quotaN-2, nil)
+	s.take(l, "k", quotaN-2)
 	for i := range 3 {
-		d, sp := s.take(l, "k", 3, nil)
+		d, sp := s.take(l, "k", 3)
 		if d.Allowed {
 			s.t.Fatalf("take %d of 3 with 2 left = %+v, want denied", i, d)
 		}
@@ -313,10 +165,10 @@ func quotaDenial(s *quotaSuite) {
 		s.waits(fmt.Sprintf("denial %d: ResetAfter", i), d.ResetAfter, end, sp)
 		s.is(fmt.Sprintf("denial %d: Remaining", i), d.Remaining, 2)
 	}
-	if d, _ := s.take(l, "k", 2, nil); !d.Allowed {
+	if d, _ := s.take(l, "k", 2); !d.Allowed {
 		s.t.Fatalf("the 2 left after three denials: %+v, want allowed", d)
 	}
-	d, sp := s.take(l, "k", quantum, nil)
+	d, sp := s.take(l, "k", quantum)
 	if d.Allowed {
 		s.t.Fatalf("take of %v from a spent quota = %+v, want denied", quantum, d)
 	}
@@ -325,36 +177,36 @@ func quotaDenial(s *quotaSuite) {
 
 func quotaPeek(s *quotaSuite) {
 	l := s.quota(quotaN)
-	s.take(l, "k", 3, nil)
+	s.take(l, "k", 3)
 	for i := range 3 {
-		d, sp := s.take(l, "k", 0, nil)
+		d, sp := s.take(l, "k", 0)
 		if !d.Allowed || d.RetryAfter != 0 {
 			s.t.Errorf("peek %d = %+v, want allowed with RetryAfter 0", i, d)
 		}
 		s.is(fmt.Sprintf("peek %d: Remaining", i), d.Remaining, quotaN-3)
 		s.waits(fmt.Sprintf("peek %d: ResetAfter", i), d.ResetAfter, s.end(s.own, sp), sp)
 	}
-	d, _ := s.take(l, "k", 1, nil)
+	d, _ := s.take(l, "k", 1)
 	s.is("Remaining of the take after the peeks", d.Remaining, quotaN-4)
-	s.take(l, "k", quotaN-4, nil)
-	if d, _ := s.take(l, "k", 0, nil); !d.Allowed || d.RetryAfter != 0 || d.Remaining != 0 {
+	s.take(l, "k", quotaN-4)
+	if d, _ := s.take(l, "k", 0); !d.Allowed || d.RetryAfter != 0 || d.Remaining != 0 {
 		s.t.Errorf("peek of a spent quota = %+v, want allowed with nothing left and RetryAfter 0", d)
 	}
 }
 
 func quotaInvalidCosts(s *quotaSuite) {
 	l := s.quota(quotaN)
-	s.take(l, "k", 1, nil)
+	s.take(l, "k", 1)
 	for _, key := range []string{"k", "new"} {
 		for _, n := range []float64{quotaN + quantum, quotaN + 1, -1, -quantum, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			if d, _ := s.take(l, key, n, nil); d.Allowed || d.RetryAfter != engine.InfDuration {
+			if d, _ := s.take(l, key, n); d.Allowed || d.RetryAfter != engine.InfDuration {
 				s.t.Errorf("cost %v from %q = %+v, want denied with RetryAfter InfDuration", n, key, d)
 			}
 		}
 	}
-	d, _ := s.take(l, "k", 0, nil)
+	d, _ := s.take(l, "k", 0)
 	s.is("Remaining of k after the invalid costs", d.Remaining, quotaN-1)
-	if d, _ := s.take(l, "new", 0, nil); d.ResetAfter != 0 {
+	if d, _ := s.take(l, "new", 0); d.ResetAfter != 0 {
 		s.t.Errorf("peek of a key only ever given invalid costs = %+v, want ResetAfter 0 (nothing taken)", d)
 	} else {
 		s.is("Remaining of a key only ever given invalid costs", d.Remaining, quotaN)
@@ -365,16 +217,16 @@ func quotaKeys(s *quotaSuite) {
 	l := s.quota(quotaN)
 	keys := []string{"", "a", "b", "A", "a ", "{a}", "%7Ba%7D", "ключ", string(make([]byte, 300))}
 	for i, k := range keys {
-		if d, _ := s.take(l, k, float64(i+1), nil); !d.Allowed {
+		if d, _ := s.take(l, k, float64(i+1)); !d.Allowed {
 			s.t.Fatalf("first take of %d from key %q = %+v, want allowed", i+1, k, d)
 		}
 	}
 	for i, k := range keys {
-		d, _ := s.take(l, k, 0, nil)
+		d, _ := s.take(l, k, 0)
 		s.is(fmt.Sprintf("Remaining of key %q", k), d.Remaining, quotaN-float64(i+1))
 	}
 	// Quotas bound apart share no key either.
-	d, _ := s.take(s.quota(quotaN), "a", 0, nil)
+	d, _ := s.take(s.quota(quotaN), "a", 0)
 	s.is("Remaining of key \"a\" of another quota", d.Remaining, quotaN)
 }
 
@@ -386,7 +238,7 @@ func quotaTakeAgrees(s *quotaSuite) {
 		if err != nil {
 			s.t.Fatalf("TakeAll: %v", err)
 		}
-		d, _ := s.take(l, "one", n, nil)
+		d, _ := s.take(l, "one", n)
 		if d.Allowed != (k == -1) || d.Allowed != out[0].Allowed {
 			s.t.Errorf("take %d of %v: Take = %+v, TakeAll = %d, %+v; want the same decision", i, n, d, k, out[0])
 		}
@@ -414,53 +266,42 @@ func quotaWithBucket(s *quotaSuite) {
 	q := s.quota(quotaN)
 	b := s.bind(engine.Spec{ID: "bucket", Name: "bucket", Limit: bucketLimit, Burst: bucketBurst})
 	out := make([]engine.Decision, 2)
-	bucketLeft := func(what, key string, want float64) {
-		s.t.Helper()
-		d, _ := s.take(b, key, 0, nil)
-		slack := quantum
-		if !s.virtual {
-			slack += float64(bucketLimit) * time.Since(s.start).Seconds()
-		}
-		if d.Remaining < want-quantum/2 || d.Remaining > want+slack {
-			s.t.Errorf("%s: the bucket holds %v, want %v", what, d.Remaining, want)
-		}
-	}
 	// Both have room: both are taken from.
 	k, _, err := s.takeAll(q, []engine.Take{{Limiter: q, Key: "k", N: 3}, {Limiter: b, Key: "k", N: 1}}, out)
 	if err != nil || k != -1 {
 		s.t.Fatalf("TakeAll with room in both = %d, %v, %+v; want -1, nil", k, err, out)
 	}
 	s.is("the quota's Remaining after a TakeAll of 3", out[0].Remaining, quotaN-3)
-	bucketLeft("after a TakeAll of 1", "k", bucketBurst-1)
+	s.bucketLeft("after a TakeAll of 1", b, "k", bucketBurst-1)
 
 	// The bucket denies: the quota keeps what it had.
-	s.take(b, "k", 1, nil)
+	s.take(b, "k", 1)
 	k, _, err = s.takeAll(q, []engine.Take{{Limiter: q, Key: "k", N: 3}, {Limiter: b, Key: "k", N: 1}}, out)
 	if err != nil || k != 1 || out[0].Allowed || out[1].Allowed || out[1].RetryAfter <= 0 {
 		s.t.Errorf("TakeAll with an empty bucket = %d, %v, %+v; want 1, nil, nothing allowed, the bucket waiting", k, err, out)
 	}
 	s.is("the quota's Remaining reported by the TakeAll the bucket denied", out[0].Remaining, quotaN-3)
-	d, _ := s.take(q, "k", 0, nil)
+	d, _ := s.take(q, "k", 0)
 	s.is("the quota after the TakeAll the bucket denied", d.Remaining, quotaN-3)
 
 	// The quota denies: the bucket keeps its tokens, whichever limiter's
 	// TakeAll is called.
-	s.take(q, "j", quotaN, nil)
+	s.take(q, "j", quotaN)
 	for _, via := range []engine.Limiter{q, b} {
 		k, sp, err := s.takeAll(via, []engine.Take{{Limiter: b, Key: "j", N: 1}, {Limiter: q, Key: "j", N: 1}}, out)
 		if err != nil || k != 1 || out[0].Allowed || out[1].Allowed {
 			s.t.Errorf("TakeAll with a spent quota = %d, %v, %+v; want 1, nil, nothing allowed", k, err, out)
 		}
 		s.waits("RetryAfter of the spent quota in a TakeAll", out[1].RetryAfter, s.end(s.own, sp), sp)
-		bucketLeft("after the TakeAll the quota denied", "j", bucketBurst)
+		s.bucketLeft("after the TakeAll the quota denied", b, "j", bucketBurst)
 	}
-	d, _ = s.take(q, "j", 0, nil)
+	d, _ = s.take(q, "j", 0)
 	s.is("the spent quota after the denied TakeAlls", d.Remaining, 0)
 }
 
 func quotaTakeCalendar(s *quotaSuite) {
 	l := s.quota(quotaN)
-	d, sp := s.take(l, "k", 1, &s.other)
+	d, sp := s.takeBy(l, "k", 1, &s.other)
 	if !d.Allowed {
 		s.t.Fatalf("take of 1 from a new key by another calendar = %+v, want allowed", d)
 	}
@@ -470,25 +311,25 @@ func quotaTakeCalendar(s *quotaSuite) {
 	}
 	s.waits("ResetAfter of a new key by the take's calendar", d.ResetAfter, otherEnd, sp)
 	// The key stays in the period it began, by whichever calendar.
-	d, sp = s.take(l, "k", 1, nil)
+	d, sp = s.take(l, "k", 1)
 	s.is("Remaining after a take by the quota's own calendar", d.Remaining, quotaN-2)
 	s.waits("ResetAfter by the quota's own calendar", d.ResetAfter, otherEnd, sp)
 	// A key of the quota's own calendar is apart from it.
-	d, sp = s.take(l, "j", 1, nil)
+	d, sp = s.take(l, "j", 1)
 	s.waits("ResetAfter of a new key by the quota's calendar", d.ResetAfter, ownEnd, sp)
 }
 
 func quotaCalendarKeeps(s *quotaSuite) {
 	l := s.quota(quotaN)
-	s.take(l, "k", quotaN, nil)
+	s.take(l, "k", quotaN)
 	for i := range 2 {
-		d, sp := s.take(l, "k", 1, &s.other)
+		d, sp := s.takeBy(l, "k", 1, &s.other)
 		if d.Allowed {
 			s.t.Fatalf("take %d from a spent key by a calendar of another anchor = %+v, want denied", i, d)
 		}
 		s.waits("RetryAfter by another anchor", d.RetryAfter, s.end(s.own, sp), sp)
 	}
-	d, _ := s.take(l, "k", 0, nil)
+	d, _ := s.take(l, "k", 0)
 	s.is("the key after takes by another anchor", d.Remaining, 0)
 }
 
@@ -498,14 +339,14 @@ func quotaSetQuota(s *quotaSuite) {
 	if !ok {
 		s.t.Skip("the quota is not an engine.QuotaRetuner: its quota cannot change in place")
 	}
-	s.take(l, "k", quotaN, nil)
+	s.take(l, "k", quotaN)
 	if err := r.SetQuota(quotaN+3, s.own); err != nil {
 		s.t.Fatalf("SetQuota(%v): %v", quotaN+3, err)
 	}
 	if l.Burst() != quotaN+3 {
 		s.t.Errorf("Burst() after SetQuota = %v, want %v", l.Burst(), float64(quotaN+3))
 	}
-	d, sp := s.take(l, "k", 3, nil)
+	d, sp := s.take(l, "k", 3)
 	if !d.Allowed {
 		s.t.Fatalf("take of the 3 a raise gave = %+v, want allowed", d)
 	}
@@ -519,13 +360,13 @@ func quotaSetQuota(s *quotaSuite) {
 	if r.Calendar() != s.other {
 		s.t.Errorf("Calendar() after SetQuota = %+v, want %+v", r.Calendar(), s.other)
 	}
-	d, sp = s.take(l, "k", 2, nil)
+	d, sp = s.take(l, "k", 2)
 	if d.Allowed {
 		s.t.Fatalf("take of 2 with 1 left after a new calendar = %+v, want denied", d)
 	}
 	s.is("Remaining after a new calendar", d.Remaining, 1)
 	s.waits("RetryAfter after a new calendar", d.RetryAfter, s.end(s.own, sp), sp)
-	d, sp = s.take(l, "new", 1, nil)
+	d, sp = s.take(l, "new", 1)
 	s.waits("ResetAfter of a new key after a new calendar", d.ResetAfter, s.end(s.other, sp), sp)
 
 	if err := r.SetQuota(0, s.own); err == nil {
