@@ -22,3 +22,11 @@ func TestQuotaConformance(t *testing.T) {
 		Store: func(t *testing.T) engine.Store { return engine.NewEnginePool(engine.Config{}) },
 	})
 }
+
+// The strict windows a Pool of Engines binds pass the window suite, on the
+// virtual clock the suite drives.
+func TestWindowConformance(t *testing.T) {
+	limitertest.RunWindow(t, limitertest.WindowHarness{
+		Store: func(t *testing.T) engine.Store { return engine.NewEnginePool(engine.Config{}) },
+	})
+}

@@ -97,6 +97,15 @@ func (s *storeSuite) wait(d time.Duration) {
 	time.Sleep(d)
 }
 
+// elapsed is the real time since the subtest began: 0 on the virtual
+// clock, which only the suite moves.
+func (s *storeSuite) elapsed() time.Duration {
+	if s.virtual {
+		return 0
+	}
+	return time.Since(s.start)
+}
+
 // bind binds the limiter of spec under a new ID, released when the subtest
 // ends.
 func (s *storeSuite) bind(spec engine.Spec) engine.Limiter {
@@ -198,7 +207,7 @@ func (s *storeSuite) bucketLeft(what string, l engine.Limiter, key string, want 
 	d, _ := s.take(l, key, 0)
 	slack := quantum
 	if !s.virtual {
-		slack += float64(l.Limit()) * time.Since(s.start).Seconds()
+		slack += float64(l.Limit()) * s.elapsed().Seconds()
 	}
 	if d.Remaining < want-quantum/2 || d.Remaining > want+slack {
 		s.t.Errorf("%s: the bucket holds %v, want %v", what, d.Remaining, want)
