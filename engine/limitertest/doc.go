@@ -64,5 +64,5 @@
 // gives room at once and keeps what was taken; and concurrent takes on one
 // key admit exactly the limit. Windows of an hour count, and windows of a
 // second are waited for: on a store with its own clock the suite sleeps
-// about 7 s in all.
+// about 10 s in all.
 package limitertest
