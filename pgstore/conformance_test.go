@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/faucetgo/faucet/engine"
 	"github.com/faucetgo/faucet/engine/limitertest"
@@ -70,5 +71,16 @@ func TestStoreConformance(t *testing.T) {
 			t.Cleanup(func() { s.Release(l) })
 			return l
 		},
+	})
+}
+
+// The calendar quotas a Store binds pass the quota suite at the
+// database's clock. Every subtest gets a Store of its own, with a unique
+// Prefix.
+func TestQuotaConformance(t *testing.T) {
+	db := newDB(t, Schema{})
+	limitertest.RunQuota(t, limitertest.QuotaHarness{
+		Store: func(t *testing.T) engine.Store { return quotaStore(t, db, StoreOptions{}) },
+		Now:   func(t *testing.T) time.Time { return time.UnixMicro(dbMicros(t, db)) },
 	})
 }

@@ -108,3 +108,17 @@ func TestLeasedConformance(t *testing.T) {
 		},
 	})
 }
+
+// The calendar quotas a Store binds pass the quota suite at the server's
+// clock. Every subtest gets a Store of its own, with a unique Prefix.
+func TestQuotaConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	var n atomic.Int64
+	limitertest.RunQuota(t, limitertest.QuotaHarness{
+		Store: func(t *testing.T) engine.Store {
+			return hsStore(t, srv.Addr(), StoreOptions{Prefix: "quota-conformance" + strconv.FormatInt(n.Add(1), 10) + ":",
+				Timeout: 10 * time.Second, Heartbeat: -1})
+		},
+		Now: func(t *testing.T) time.Time { return time.UnixMilli(serverMillis(t, srv.Addr())) },
+	})
+}

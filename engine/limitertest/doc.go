@@ -23,4 +23,46 @@
 // short waits, and allows for the refill of the time that passes between
 // calls, never for admitting early. Optional interfaces (engine.Retuner) are
 // checked when implemented; a subtest that cannot apply says why it skips.
+//
+// # Calendar quotas
+//
+// A store that keeps calendar quotas also calls RunQuota with a
+// QuotaHarness, which returns an engine.Store: the suite binds quotas
+// through it (engine.QuotaSpec) and token buckets beside them, as a server
+// does. It checks the semantics engine.Quota documents: a new key has the
+// whole quota; takes count it down exactly; a denial takes nothing and
+// waits, as the reset does, until the end of the period that
+// engine.Calendar.Bounds gives; a peek takes nothing; invalid costs and
+// costs above the quota are denied with RetryAfter InfDuration; keys are
+// independent; Take agrees with TakeAll; a TakeAll with a token bucket
+// takes from both or neither, whichever denies; a take's own calendar
+// (engine.Take.Calendar) sets where a new key's period ends, and no change
+// of calendar gives back what a key took; SetQuota (engine.QuotaRetuner)
+// gives room at once and keeps what was taken; and concurrent takes on one
+// key admit exactly the quota.
+//
+// A quota that implements engine.TakerAt runs on a virtual clock, and every
+// wait is checked exactly. Any other runs at its store's clock, which
+// QuotaHarness.Now reads: the suite uses monthly calendars whose periods
+// end days away, and checks each wait against the period's end within the
+// span of the call and 2 s.
+//
+// # Strict windows
+//
+// A store that keeps strict windows calls RunWindow with a WindowHarness,
+// which returns an engine.Store as QuotaHarness does: the suite binds
+// windows (engine.WindowSpec) through it. It checks the semantics
+// engine.Window documents: a new key has the whole limit; takes count it
+// down exactly; a denial and a peek take nothing; invalid costs are denied
+// with RetryAfter InfDuration; keys are independent; Take agrees with
+// TakeAll; a TakeAll with a token bucket takes from both or neither;
+// RetryAfter and ResetAfter are never early, and never past a window and a
+// slot; no span of the window, on the store's clock, holds more than the
+// limit, for a steady client and for takes a little less than a window
+// apart, and a steady client gets at least Slots/(Slots+1) of the limit
+// per window (on the virtual clock); SetLimitTokens, when implemented,
+// gives room at once and keeps what was taken; and concurrent takes on one
+// key admit exactly the limit. Windows of an hour count, and windows of a
+// second are waited for: on a store with its own clock the suite sleeps
+// about 10 s in all.
 package limitertest

@@ -46,20 +46,7 @@ func Run(t *testing.T, h Harness) {
 		h.Timeout = 30 * time.Second
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
-			defer cancel()
-			done := make(chan struct{})
-			go func() {
-				select {
-				case <-done:
-				case <-ctx.Done():
-					if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-						t.Errorf("%s: still running after %v: the store hangs", c.name, h.Timeout)
-					}
-				}
-			}()
-			defer close(done)
+		runCase(t, c.name, h.Timeout, func(t *testing.T, ctx context.Context) {
 			c.run(&suite{t: t, h: h, ctx: ctx})
 		})
 	}
