@@ -84,3 +84,13 @@ func TestQuotaConformance(t *testing.T) {
 		Now:   func(t *testing.T) time.Time { return time.UnixMicro(dbMicros(t, db)) },
 	})
 }
+
+// PostgreSQL's windows keep the window contract (limitertest.RunWindow),
+// at the database's clock.
+func TestWindowConformance(t *testing.T) {
+	db := newDB(t, Schema{})
+	limitertest.RunWindow(t, limitertest.WindowHarness{
+		Store: func(t *testing.T) engine.Store { return quotaStore(t, db, StoreOptions{}) },
+		Now:   func(t *testing.T) time.Time { return time.UnixMicro(dbMicros(t, db)) },
+	})
+}

@@ -122,3 +122,17 @@ func TestQuotaConformance(t *testing.T) {
 		Now: func(t *testing.T) time.Time { return time.UnixMilli(serverMillis(t, srv.Addr())) },
 	})
 }
+
+// Redis's windows keep the window contract (limitertest.RunWindow), at the
+// server's clock.
+func TestWindowConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	var n atomic.Int64
+	limitertest.RunWindow(t, limitertest.WindowHarness{
+		Store: func(t *testing.T) engine.Store {
+			return hsStore(t, srv.Addr(), StoreOptions{Prefix: "window-conformance" + strconv.FormatInt(n.Add(1), 10) + ":",
+				Timeout: 10 * time.Second, Heartbeat: -1})
+		},
+		Now: func(t *testing.T) time.Time { return time.UnixMilli(serverMillis(t, srv.Addr())) },
+	})
+}
