@@ -12,10 +12,11 @@ import (
 // limit, beside the token bucket, at the wall clock as a server checks:
 // shape=token_bucket is Engine.Take; shape=calendar_quota is Quota.Take (a
 // monthly quota in a zone with daylight saving, the key inside its
-// period); shape=bucket+quota is one Engine.TakeAll of a token bucket and a
-// quota on the key (a rule with both limits); shape=bucket+bucket the same
-// with two token buckets (a Multi of two parts). Every call is admitted:
-// the limits are far above what a run takes.
+// period); shape=strict_window is Window.Take (a day in 24 slots);
+// shape=bucket+quota is one Engine.TakeAll of a token bucket and a quota
+// on the key (a rule with both limits); shape=bucket+bucket the same with
+// two token buckets (a Multi of two parts). Every call is admitted: the
+// limits are far above what a run takes.
 func BenchmarkShapes(b *testing.B) {
 	const key = "key:000000001"
 	ctx := context.Background()
@@ -40,6 +41,14 @@ func BenchmarkShapes(b *testing.B) {
 		b.Cleanup(func() { q.Close() })
 		return q
 	}
+	window := func() *engine.Window {
+		w, err := engine.NewWindow(engine.WindowConfig{Limit: 4e6, Window: 24 * time.Hour, Slots: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { w.Close() })
+		return w
+	}
 	check := func(b *testing.B, l engine.Limiter) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -59,6 +68,7 @@ func BenchmarkShapes(b *testing.B) {
 	}
 	b.Run("shape=token_bucket", func(b *testing.B) { check(b, bucket()) })
 	b.Run("shape=calendar_quota", func(b *testing.B) { check(b, quota()) })
+	b.Run("shape=strict_window", func(b *testing.B) { check(b, window()) })
 	b.Run("shape=bucket+bucket", func(b *testing.B) {
 		takeAll(b, []engine.Take{{Limiter: bucket(), Key: key, N: 1}, {Limiter: bucket(), Key: key, N: 1}})
 	})
