@@ -20,7 +20,8 @@ func ExampleSQL() {
 	// 	key     bytea  PRIMARY KEY,
 	// 	tick    bigint NOT NULL,
 	// 	quanta  bigint NOT NULL,
-	// 	expires bigint NOT NULL
+	// 	expires bigint NOT NULL,
+	// 	counts  bigint[]
 	// ) WITH (fillfactor = 80)
 }
 

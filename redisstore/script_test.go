@@ -22,12 +22,13 @@ func TestScriptsAreTheEmbeddedFiles(t *testing.T) {
 			t.Errorf("%s does not start with lib.lua", name)
 		}
 	}
-	for name, s := range map[string]string{"lib": lib, "lease_lib": luaScript("lease_lib.lua"), "take_each": takeEachScript, "heartbeat": heartbeatScript} {
+	for name, s := range map[string]string{"lib": lib, "lease_lib": luaScript("lease_lib.lua"), "quota_lib": luaScript("quota_lib.lua"),
+		"window_lib": luaScript("window_lib.lua"), "take_each": takeEachScript, "heartbeat": heartbeatScript} {
 		if !strings.HasPrefix(s, "\nlocal ") || strings.Contains(s, "\n-- "+strings.TrimSuffix(name, "_lib")+" ") {
 			t.Errorf("%s: its documentation was sent: %.80q", name, s)
 		}
 	}
-	if !strings.HasSuffix(takeScript, "return out\n") || !strings.Contains(leaseScript, "local function loadLeased(key)") {
+	if !strings.HasSuffix(takeScript, "return finish()\n") || !strings.Contains(leaseScript, "local function loadLeased(key)") {
 		t.Error("the take or lease script is not the embedded file's")
 	}
 }
