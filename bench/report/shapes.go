@@ -26,7 +26,7 @@ func shapesSection(dir string) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	section(&b, 3, shapesHeading, file)
+	section(&b, 2, shapesHeading, file)
 	b.WriteString("| shape | time per check | ÷ token bucket |\n|---|---|---|\n")
 	for _, shape := range r.distinct("shape", "bench", "Shapes") {
 		v, _ := r.medianOf("sec/op", "bench", "Shapes", "shape", shape)
