@@ -102,7 +102,8 @@
 // clock, as its token buckets, and the instance reads the calendar (a
 // store may have no zone rules, or others than Go's). Each take carries
 // b1, the end of the period that holds the instance's clock by the take's
-// calendar, and b2, the end of the period after it, on whole minutes. The
+// calendar, and b2, the end of the period after it, rounded up to a whole
+// minute (a store's own unit: the engine's word counts quarter hours). The
 // store reads its clock T: a key that took something in a period that ends
 // after T is still in that period (a clock that steps back stays in it);
 // otherwise a new period begins, ending at b1 if T is before b1, else at

@@ -46,15 +46,15 @@ type QuotaConfig struct {
 // (TakeAll), all or none.
 //
 // A key's state is one word: what it took in its period, and when the
-// period ends (to the minute). A period ends only when the clock passes the
+// period ends (to the quarter hour). A period ends only when the clock passes the
 // end it stored: a clock that steps back, however far, stays in the period
 // it was in, and a key never gets a period's quota twice. A take whose
 // calendar changed (another anchor, another zone) stays in its period until
 // that period's end too, and starts its next period by the new calendar:
-// moving an anchor never resets what was taken. Words are compared modulo
-// 2^24 minutes (about 31.9 years), so a key untouched for more than half
-// that, and never swept, is read wrong; the sweeper removes every key whose
-// period ended.
+// moving an anchor never resets what was taken. Words hold the end modulo
+// 2^24 quarter hours (479 years) and read it as the one nearest the
+// clock: a clock that jumps by up to 239 years, in either direction, reads
+// every word right.
 //
 // Takes are lock-free: a CompareAndSwap loop on the key's word, with the
 // table of an Engine (package shard). A take of an existing key within its
@@ -96,10 +96,10 @@ type quotaSet struct {
 }
 
 // quotaPeriod is a period of a Quota's own calendar, in Unix nanoseconds,
-// and its end in minutes.
+// and its end in quarter hours.
 type quotaPeriod struct {
 	start, end int64
-	endMin     int64
+	endQ       int64
 }
 
 var (
@@ -108,42 +108,47 @@ var (
 	_ QuotaRetuner = (*Quota)(nil)
 )
 
-// The word of a key: the end of its period, in minutes since the Unix epoch
-// modulo 2^24, over what it took, in quanta (at most 1e12, below 2^40 - 1,
-// so a word is never fixedpoint.Tomb).
+// The word of a key: the end of its period, in quarter hours since the Unix
+// epoch modulo 2^24 (479 years), over what it took, in quanta (at most
+// 1e12, below 2^40 - 1, so a word is never fixedpoint.Tomb). Every zone's
+// offset has been a whole number of quarter hours since 1972, so a period
+// ends on a quarter hour; an end between two (an older offset) is rounded
+// up, and the period lasts that much longer.
 const (
-	quotaUsedBits = 40
-	quotaUsedMask = 1<<quotaUsedBits - 1
-	quotaEndBits  = 64 - quotaUsedBits
-	quotaEndMask  = 1<<quotaEndBits - 1
-	nanosPerMin   = int64(time.Minute)
-	maxQuota      = 1e9
+	quotaUsedBits   = 40
+	quotaUsedMask   = 1<<quotaUsedBits - 1
+	quotaEndBits    = 64 - quotaUsedBits
+	quotaEndMask    = 1<<quotaEndBits - 1
+	nanosPerQuarter = int64(15 * time.Minute)
+	maxQuota        = 1e9
 )
 
-func packQuota(endMin int64, used uint64) fixedpoint.Word {
-	return fixedpoint.Word(uint64(endMin)&quotaEndMask<<quotaUsedBits | used)
+func packQuota(endQ int64, used uint64) fixedpoint.Word {
+	return fixedpoint.Word(uint64(endQ)&quotaEndMask<<quotaUsedBits | used)
 }
 
-// unpackQuota reads w at nowMin: what was taken, and the end of the period
-// in minutes, read as the one nearest nowMin of the ends w may stand for.
-func unpackQuota(w fixedpoint.Word, nowMin int64) (used uint64, endMin int64) {
-	d := (int64(uint64(w)>>quotaUsedBits) - nowMin) & quotaEndMask
+// unpackQuota reads w at nowQ: what was taken, and the end of the period
+// in quarter hours, read as the one nearest nowQ of the ends w may stand
+// for (within 239 years of it).
+func unpackQuota(w fixedpoint.Word, nowQ int64) (used uint64, endQ int64) {
+	d := (int64(uint64(w)>>quotaUsedBits) - nowQ) & quotaEndMask
 	if d >= 1<<(quotaEndBits-1) {
 		d -= 1 << quotaEndBits
 	}
-	return uint64(w) & quotaUsedMask, nowMin + d
+	return uint64(w) & quotaUsedMask, nowQ + d
 }
 
-// floorMin is ns in whole minutes, rounded down; ceilMin rounded up.
-func floorMin(ns int64) int64 {
-	m := ns / nanosPerMin
-	if ns%nanosPerMin < 0 {
+// floorQuarter is ns in whole quarter hours, rounded down; ceilQuarter
+// rounded up.
+func floorQuarter(ns int64) int64 {
+	m := ns / nanosPerQuarter
+	if ns%nanosPerQuarter < 0 {
 		m--
 	}
 	return m
 }
 
-func ceilMin(ns int64) int64 { return -floorMin(-ns) }
+func ceilQuarter(ns int64) int64 { return -floorQuarter(-ns) }
 
 // NewQuota returns a Quota configured as cfg, with its sweeper running
 // unless cfg.SweepInterval is negative. Every problem is reported, each as a
@@ -277,9 +282,9 @@ func (q *Quota) Close() error {
 // quotaHeld is a take a TakeAll may give back: where, in which period, and
 // how much.
 type quotaHeld struct {
-	b      *shard.Bucket
-	endMin int64
-	cost   uint64
+	b    *shard.Bucket
+	endQ int64
+	cost uint64
 	// renewed reports that the take began the period, over orig, the
 	// word of the period before: giving back all there is restores orig,
 	// so that a clock stepping back into that period finds what it held.
@@ -287,20 +292,20 @@ type quotaHeld struct {
 	orig    fixedpoint.Word
 }
 
-// endFor is the end, in minutes, of the period that cal (nil: set's own)
+// endFor is the end, in quarter hours, of the period that cal (nil: set's own)
 // gives the instant ns.
 func (set *quotaSet) endFor(ns int64, cal *Calendar) int64 {
 	if cal == nil {
 		if p := set.period.Load(); p != nil && p.start <= ns && ns < p.end {
-			return p.endMin
+			return p.endQ
 		}
 		start, end := set.cal.Bounds(time.Unix(0, ns))
-		p := &quotaPeriod{start: start.UnixNano(), end: end.UnixNano(), endMin: ceilMin(end.UnixNano())}
+		p := &quotaPeriod{start: start.UnixNano(), end: end.UnixNano(), endQ: ceilQuarter(end.UnixNano())}
 		set.period.Store(p)
-		return p.endMin
+		return p.endQ
 	}
 	_, end := cal.Bounds(time.Unix(0, ns))
-	return ceilMin(end.UnixNano())
+	return ceilQuarter(end.UnixNano())
 }
 
 // hold takes cost quanta (at most the quota) from key's word at ns, counting
@@ -311,7 +316,7 @@ func (set *quotaSet) endFor(ns int64, cal *Calendar) int64 {
 // (evicted, or moved by a rebuild) sends it back to the table for the key's
 // live word.
 func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision, quotaHeld) {
-	nowMin := floorMin(ns)
+	nowQ := floorQuarter(ns)
 	h := shard.Hash(key)
 	set := q.set.Load()
 	capacity := set.capacity
@@ -333,9 +338,9 @@ func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision
 			original fixedpoint.Word
 		)
 		_, live := b.Update(func(w fixedpoint.Word) (fixedpoint.Word, bool) {
-			u, e := unpackQuota(w, nowMin)
+			u, e := unpackQuota(w, nowQ)
 			original, renewed = w, false
-			if u == 0 || e <= nowMin {
+			if u == 0 || e <= nowQ {
 				if renewEnd == math.MinInt64 {
 					renewEnd = set.endFor(ns, cal)
 				}
@@ -353,7 +358,7 @@ func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision
 			b = q.table.Current(h, key)
 			continue
 		}
-		wait := time.Duration(end*nanosPerMin - ns)
+		wait := time.Duration(end*nanosPerQuarter - ns)
 		if !allowed {
 			return Decision{Remaining: fixedpoint.TokensOf(capacity - min(used, capacity)), RetryAfter: wait, ResetAfter: wait}, quotaHeld{}
 		}
@@ -364,14 +369,14 @@ func (q *Quota) hold(ns int64, key string, cost uint64, cal *Calendar) (Decision
 		if cost == 0 {
 			return d, quotaHeld{}
 		}
-		return d, quotaHeld{b: b, endMin: end, cost: cost, renewed: renewed, orig: original}
+		return d, quotaHeld{b: b, endQ: end, cost: cost, renewed: renewed, orig: original}
 	}
 }
 
 // peek is the Decision a take of cost (fixedpoint.Never: one that can never
 // pass) would get at ns, taking nothing.
 func (q *Quota) peek(ns int64, key string, cost uint64, cal *Calendar) Decision {
-	nowMin := floorMin(ns)
+	nowQ := floorQuarter(ns)
 	used, end := uint64(0), int64(0)
 	fresh := true
 	h := shard.Hash(key)
@@ -385,13 +390,13 @@ func (q *Quota) peek(ns int64, key string, cost uint64, cal *Calendar) Decision 
 		// What a word created now would hold.
 		_, _, w = quotaFresh{capacity}.Fresh(ns, q.table.Watermark(h))
 	}
-	if u, e := unpackQuota(w, nowMin); u > 0 && e > nowMin {
+	if u, e := unpackQuota(w, nowQ); u > 0 && e > nowQ {
 		used, end, fresh = u, e, false
 	}
 	if fresh {
 		end = set.endFor(ns, cal)
 	}
-	wait := time.Duration(end*nanosPerMin - ns)
+	wait := time.Duration(end*nanosPerQuarter - ns)
 	d := Decision{Remaining: fixedpoint.TokensOf(capacity - min(used, capacity))}
 	if used > 0 {
 		d.ResetAfter = wait
@@ -411,12 +416,12 @@ func (q *Quota) peek(ns int64, key string, cost uint64, cal *Calendar) Decision 
 // with the whole quota. A take that began its period, given back with
 // nothing else taken in it, leaves the word it found.
 func (q *Quota) give(h quotaHeld, ns int64, key string, cal *Calendar) Decision {
-	nowMin := floorMin(ns)
+	nowQ := floorQuarter(ns)
 	b := h.b
 	for b != nil {
 		_, live := b.Update(func(w fixedpoint.Word) (fixedpoint.Word, bool) {
-			u, e := unpackQuota(w, nowMin)
-			if e != h.endMin || u < h.cost {
+			u, e := unpackQuota(w, nowQ)
+			if e != h.endQ || u < h.cost {
 				return w, false
 			}
 			if u == h.cost && h.renewed {
@@ -505,18 +510,18 @@ func (q *Quota) evictForRoom(ns int64) bool {
 // Lock-free: shard.Bucket.TombIf, one CompareAndSwap from the word judged;
 // a take that lands first is judged again.
 func (q *Quota) evictIfEnded(b *shard.Bucket, ns int64) (evicted bool, at, endNs int64) {
-	nowMin := floorMin(ns)
+	nowQ := floorQuarter(ns)
 	endNs = math.MaxInt64
 	evicted = b.TombIf(func(w fixedpoint.Word) bool {
-		u, e := unpackQuota(w, nowMin)
-		if u > 0 && e > nowMin {
-			endNs = e * nanosPerMin
+		u, e := unpackQuota(w, nowQ)
+		if u > 0 && e > nowQ {
+			endNs = e * nanosPerQuarter
 			return false
 		}
 		// A word that held nothing leaves no watermark.
 		at = math.MinInt64
 		if u > 0 {
-			at = e * nanosPerMin
+			at = e * nanosPerQuarter
 		}
 		return true
 	})
@@ -534,7 +539,7 @@ func (quotaFresh) Current() uint16 { return 0 }
 
 func (f quotaFresh) Fresh(born, watermark int64) (uint16, fixedpoint.Epoch, fixedpoint.Word) {
 	if watermark > born {
-		return 0, 0, packQuota(ceilMin(watermark), f.capacity)
+		return 0, 0, packQuota(ceilQuarter(watermark), f.capacity)
 	}
 	return 0, 0, 0
 }

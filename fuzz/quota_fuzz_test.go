@@ -10,7 +10,8 @@ import (
 )
 
 // quotaModel is the exact reference of a calendar quota (engine.Quota): per
-// key, what it took in its period and when the period ends (in minutes), and
+// key, what it took in its period and when the period ends (in quarter
+// hours, unbounded: the model never wraps), and
 // the watermark a sweep leaves (the latest end of a removed period).
 type quotaModel struct {
 	capacity  uint64 // quanta
@@ -20,19 +21,22 @@ type quotaModel struct {
 }
 
 type quotaKey struct {
-	used   uint64
-	endMin int64
+	used uint64
+	endQ int64
 }
 
-func floorMinute(ns int64) int64 {
-	m := ns / int64(time.Minute)
-	if ns%int64(time.Minute) < 0 {
+// quarter is the unit of a period's end.
+const quarter = int64(15 * time.Minute)
+
+func floorQuarter(ns int64) int64 {
+	m := ns / quarter
+	if ns%quarter < 0 {
 		m--
 	}
 	return m
 }
 
-func ceilMinute(ns int64) int64 { return -floorMinute(-ns) }
+func ceilQuarter(ns int64) int64 { return -floorQuarter(-ns) }
 
 // touch gives key a word, as a take that may take does (and a peek of 0):
 // empty, or used up to the watermark if the clock is behind it.
@@ -42,37 +46,37 @@ func (m *quotaModel) touch(key string, ns int64) {
 	}
 	k := &quotaKey{}
 	if m.watermark > ns {
-		k.used, k.endMin = m.capacity, ceilMinute(m.watermark)
+		k.used, k.endQ = m.capacity, ceilQuarter(m.watermark)
 	}
 	m.keys[key] = k
 }
 
 // state is key's word at ns, as a take at ns reads it: a period that ended,
 // or holds nothing, begins anew at the end cal gives ns.
-func (m *quotaModel) state(key string, ns int64, cal *engine.Calendar) (used uint64, endMin int64) {
+func (m *quotaModel) state(key string, ns int64, cal *engine.Calendar) (used uint64, endQ int64) {
 	k, ok := m.keys[key]
 	if !ok {
 		k = &quotaKey{}
 		if m.watermark > ns {
-			k.used, k.endMin = m.capacity, ceilMinute(m.watermark)
+			k.used, k.endQ = m.capacity, ceilQuarter(m.watermark)
 		}
 	}
-	if k.used == 0 || k.endMin <= floorMinute(ns) {
+	if k.used == 0 || k.endQ <= floorQuarter(ns) {
 		c := m.own
 		if cal != nil {
 			c = *cal
 		}
 		_, end := c.Bounds(time.Unix(0, ns))
-		return 0, ceilMinute(end.UnixNano())
+		return 0, ceilQuarter(end.UnixNano())
 	}
-	return k.used, k.endMin
+	return k.used, k.endQ
 }
 
 // decide is the Decision of a take of cost quanta (never: one that can
 // never pass) at ns, and whether it takes.
 func (m *quotaModel) decide(key string, ns int64, cost uint64, never bool, cal *engine.Calendar) (engine.Decision, bool) {
-	used, endMin := m.state(key, ns, cal)
-	wait := time.Duration(endMin*int64(time.Minute) - ns)
+	used, endQ := m.state(key, ns, cal)
+	wait := time.Duration(endQ*quarter - ns)
 	d := engine.Decision{Remaining: float64(m.capacity-used) / 1000}
 	if used > 0 {
 		d.ResetAfter = wait
@@ -96,19 +100,19 @@ func (m *quotaModel) decide(key string, ns int64, cost uint64, never bool, cal *
 }
 
 func (m *quotaModel) take(key string, ns int64, cost uint64, cal *engine.Calendar) {
-	used, endMin := m.state(key, ns, cal)
-	m.keys[key] = &quotaKey{used: used + cost, endMin: endMin}
+	used, endQ := m.state(key, ns, cal)
+	m.keys[key] = &quotaKey{used: used + cost, endQ: endQ}
 }
 
 // sweep removes the keys whose period ended, or that hold nothing, at ns.
 func (m *quotaModel) sweep(ns int64) int {
 	n := 0
 	for key, k := range m.keys {
-		if k.used > 0 && k.endMin > floorMinute(ns) {
+		if k.used > 0 && k.endQ > floorQuarter(ns) {
 			continue
 		}
 		if k.used > 0 {
-			m.watermark = max(m.watermark, k.endMin*int64(time.Minute))
+			m.watermark = max(m.watermark, k.endQ*quarter)
 		}
 		delete(m.keys, key)
 		n++
