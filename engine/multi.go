@@ -371,7 +371,7 @@ func collapse(out, parts []Decision, ends []int, k int) int {
 
 // takeExpanded is TakeAllAt of takes that checkTakes accepted, some naming
 // Multis of Engines.
-func takeExpanded(t time.Time, explicit bool, takes []Take, out []Decision, quotas bool) int {
+func takeExpanded(t time.Time, explicit bool, takes []Take, out []Decision, locals bool) int {
 	n := 0
 	for i := range takes {
 		n += partsOf(&takes[i])
@@ -387,8 +387,8 @@ func takeExpanded(t time.Time, explicit bool, takes []Take, out []Decision, quot
 	}
 	exp = expand(takes, exp, ends)
 	var k int
-	if quotas {
-		k = takeWithQuotas(t, explicit, exp, parts)
+	if locals {
+		k = takeWithLocals(t, explicit, exp, parts)
 	} else {
 		k = takeEngines(t, explicit, exp, parts)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -154,14 +153,8 @@ func ceilQuarter(ns int64) int64 { return -floorQuarter(-ns) }
 // unless cfg.SweepInterval is negative. Every problem is reported, each as a
 // *LimitError naming the field, wrapping ErrInvalidConfig.
 func NewQuota(cfg QuotaConfig) (*Quota, error) {
-	var errs []error
-	capacity, exact := fixedpoint.QuantizeExact(cfg.Quota)
-	if math.IsNaN(cfg.Quota) || cfg.Quota < 0.001 || cfg.Quota > maxQuota || !exact {
-		errs = append(errs, &LimitError{Field: "Quota", Must: "be between 0.001 and 1e9 tokens, a multiple of 0.001", Got: fmt.Sprint(cfg.Quota)})
-	}
-	if err := cfg.Calendar.Check(); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{CheckQuota(cfg.Quota, cfg.Calendar)}
+	capacity, _ := fixedpoint.QuantizeExact(cfg.Quota)
 	// The fields shared with Config are checked as New checks them.
 	shared := Config{Shards: cfg.Shards, SweepInterval: cfg.SweepInterval, MaxKeys: cfg.MaxKeys, OnFull: cfg.OnFull}
 	shards, err := shared.shards(runtime.GOMAXPROCS(0))
@@ -255,7 +248,7 @@ func (q *Quota) Calendar() Calendar { return q.set.Load().cal }
 // that took more than a lowered quota is denied until its period ends. It
 // fails, changing nothing, for a quota or calendar NewQuota refuses.
 func (q *Quota) SetQuota(n float64, cal Calendar) error {
-	if err := (Spec{Burst: n, Calendar: &cal}).checkQuota(); err != nil {
+	if err := CheckQuota(n, cal); err != nil {
 		return err
 	}
 	capacity, _ := fixedpoint.QuantizeExact(n)

@@ -127,7 +127,12 @@ type QuotaRetuner interface {
 // period of cal: each field as a *LimitError (Quota; Period, Month, Day,
 // Weekday, Hour).
 func CheckQuota(n float64, cal Calendar) error {
-	return Spec{Burst: n, Calendar: &cal}.checkQuota()
+	var errs []error
+	if _, exact := fixedpoint.QuantizeExact(n); math.IsNaN(n) || n < 0.001 || n > maxQuota || !exact {
+		errs = append(errs, &LimitError{Field: "Quota", Must: "be between 0.001 and 1e9 tokens, a multiple of 0.001", Got: fmt.Sprint(n)})
+	}
+	errs = append(errs, cal.Check())
+	return errors.Join(errs...)
 }
 
 // Store makes and shares the Limiters of many limits, such as the rules of
@@ -227,7 +232,7 @@ func (p *Pool) Bind(s Spec) (Limiter, error) {
 			if w.Span() != s.Window || w.Slots() != cmp.Or(s.Slots, defaultSlots) {
 				continue
 			}
-			if err := (&Window{}).checkLimitTokens(s.Burst); err != nil {
+			if err := checkWindowLimit(s.Burst); err != nil {
 				return nil, fmt.Errorf("%q: %w", s.Name, err)
 			}
 			e.refs++
@@ -334,11 +339,4 @@ func (p *Pool) Close() error {
 }
 
 // checkQuota is NewQuota's check of a quota Spec's own fields.
-func (s Spec) checkQuota() error {
-	var errs []error
-	if _, exact := fixedpoint.QuantizeExact(s.Burst); math.IsNaN(s.Burst) || s.Burst < 0.001 || s.Burst > maxQuota || !exact {
-		errs = append(errs, &LimitError{Field: "Quota", Must: "be between 0.001 and 1e9 tokens, a multiple of 0.001", Got: fmt.Sprint(s.Burst)})
-	}
-	errs = append(errs, s.Calendar.Check())
-	return errors.Join(errs...)
-}
+func (s Spec) checkQuota() error { return CheckQuota(s.Burst, *s.Calendar) }

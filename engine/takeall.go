@@ -93,7 +93,7 @@ func engineOf(tk *Take) *Engine {
 // checkTakes refuses the calls of TakeAll that are programming errors, and
 // reports whether a take names a Multi of Engines, and whether one names a
 // Quota or a Window.
-func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
+func checkTakes(takes []Take, out []Decision) (multis, locals bool, err error) {
 	if len(out) < len(takes) {
 		return false, false, fmt.Errorf("%w: %d takes, %d decisions", ErrShortOut, len(takes), len(out))
 	}
@@ -107,13 +107,13 @@ func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 			if l == nil {
 				return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
 			}
-			quotas = true
+			locals = true
 			continue
 		case *Window:
 			if l == nil {
 				return false, false, fmt.Errorf("%w: takes[%d]", ErrNilLimiter, i)
 			}
-			quotas = true
+			locals = true
 			continue
 		}
 		m, isMulti := multiOf(takes[i].Limiter)
@@ -128,19 +128,19 @@ func checkTakes(takes []Take, out []Decision) (multis, quotas bool, err error) {
 			return false, false, fmt.Errorf("%w: takes[%d] is a %T, not an *engine.Engine, *engine.Quota or *engine.Window", ErrForeignTake, i, takes[i].Limiter)
 		}
 	}
-	return multis, quotas, nil
+	return multis, locals, nil
 }
 
 func takeAll(t time.Time, explicit bool, takes []Take, out []Decision) (int, error) {
-	multis, quotas, err := checkTakes(takes, out)
+	multis, locals, err := checkTakes(takes, out)
 	if err != nil {
 		return -1, err
 	}
 	if multis {
-		return takeExpanded(t, explicit, takes, out, quotas), nil
+		return takeExpanded(t, explicit, takes, out, locals), nil
 	}
-	if quotas {
-		return takeWithQuotas(t, explicit, takes, out), nil
+	if locals {
+		return takeWithLocals(t, explicit, takes, out), nil
 	}
 	return takeEngines(t, explicit, takes, out), nil
 }

@@ -210,7 +210,7 @@ func (w *Window) Burst() float64 { return w.lim.Load().tokens }
 // limit is denied until enough of it leaves the window). It fails,
 // changing nothing, for a limit NewWindow refuses.
 func (w *Window) SetLimitTokens(n float64) error {
-	if err := w.checkLimitTokens(n); err != nil {
+	if err := checkWindowLimit(n); err != nil {
 		return err
 	}
 	capacity, _ := fixedpoint.QuantizeExact(n)
@@ -218,8 +218,8 @@ func (w *Window) SetLimitTokens(n float64) error {
 	return nil
 }
 
-// checkLimitTokens is NewWindow's check of a Limit.
-func (*Window) checkLimitTokens(n float64) error {
+// checkWindowLimit is NewWindow's check of a Limit.
+func checkWindowLimit(n float64) error {
 	if _, exact := fixedpoint.QuantizeExact(n); math.IsNaN(n) || n < 0.001 || n > maxWindowLimit || !exact {
 		return &LimitError{Field: "Limit", Must: "be between 0.001 and 4e6 tokens, a multiple of 0.001", Got: fmt.Sprint(n)}
 	}
@@ -496,7 +496,7 @@ func (w *Window) sweeper() {
 // what it would return: a *LimitError for each problem (Limit, Window,
 // Slots), joined, each wrapping ErrInvalidConfig.
 func CheckWindow(limit float64, window time.Duration, slots int) error {
-	errs := []error{(*Window)(nil).checkLimitTokens(limit)}
+	errs := []error{checkWindowLimit(limit)}
 	if window < minWindow || window > maxWindow {
 		errs = append(errs, &LimitError{Field: "Window", Must: "be between 1s and 366 days (8784h)", Got: window.String()})
 	}

@@ -130,9 +130,9 @@ func (q *Quota) Close() error {
 	return q.l.Close()
 }
 
-// unwrapQuotas returns takes with each *Quota and *Window replaced by its
+// unwrapShapes returns takes with each *Quota and *Window replaced by its
 // Limiter, or takes itself when none is either.
-func unwrapQuotas(takes []engine.Take) []engine.Take {
+func unwrapShapes(takes []engine.Take) []engine.Take {
 	found := false
 	for i := range takes {
 		switch takes[i].Limiter.(type) {

@@ -59,7 +59,7 @@ func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
 // at, when not nil, is the time the functions use instead of the database
 // clock (tests).
 func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision, at *int64) (denied int, now time.Time, err error) {
-	takes = unwrapQuotas(takes)
+	takes = unwrapShapes(takes)
 	if err := l.checkTakes(takes, out); err != nil {
 		return -1, now, err
 	}

@@ -69,7 +69,7 @@ func (l *Limiter) checkTakes(takes []engine.Take, out []engine.Decision) error {
 // takeAll is TakeAll that also returns the server's time of the (last)
 // script, for tests that replay decisions through an engine.
 func (l *Limiter) takeAll(ctx context.Context, takes []engine.Take, out []engine.Decision) (denied int, now time.Time, err error) {
-	takes = unwrapQuotas(takes)
+	takes = unwrapShapes(takes)
 	if err := l.checkTakes(takes, out); err != nil {
 		return -1, now, err
 	}

@@ -85,7 +85,7 @@ func TestWindowEquivalence(t *testing.T) {
 				refTakes = []engine.Take{{Limiter: ref, Key: key, N: n}, {Limiter: ref, Key: key, N: m}}
 			}
 			out := make([]engine.Decision, len(takes))
-			denied, now, err := w.l.takeAll(ctx, unwrapQuotas(takes), out)
+			denied, now, err := w.l.takeAll(ctx, unwrapShapes(takes), out)
 			if err != nil {
 				t.Fatalf("op %d: %v", op, err)
 			}

@@ -224,13 +224,7 @@ func (cfg simConfig) checkShapes() []error {
 		errs = append(errs, flagErrors(engine.CheckLimit(engine.Limit(cfg.rate), cfg.burst), bucketFlags)...)
 	}
 	if q := cfg.quota; q != nil {
-		// NewQuota checks the quota and the calendar (Calendar.Check) and
-		// reports each field; it starts nothing with SweepInterval -1.
-		qt, err := engine.NewQuota(engine.QuotaConfig{Quota: q.n, Calendar: q.cal, SweepInterval: -1})
-		if err == nil {
-			qt.Close()
-		}
-		errs = append(errs, flagErrors(err, quotaFlags)...)
+		errs = append(errs, flagErrors(engine.CheckQuota(q.n, q.cal), quotaFlags)...)
 	}
 	if w := cfg.window; w != nil {
 		errs = append(errs, flagErrors(engine.CheckWindow(w.limit, w.span, w.slots), windowFlags)...)

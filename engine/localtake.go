@@ -6,16 +6,17 @@ import (
 	"github.com/faucetgo/faucet/internal/fixedpoint"
 )
 
-// takeWithQuotas is takeAll of checked takes of which some name Quotas: the
-// Quotas' takes are held first, in order, then the Engines' are made as
-// takeEngines makes them; the first denial gives back every take held.
+// takeWithLocals is takeAll of checked takes of which some name Quotas or
+// Windows (local): their takes are held first, in order, then the Engines'
+// are made as takeEngines makes them; the first denial gives back every
+// take held.
 // A take that can never pass (a cost above its limiter's burst or quota,
 // negative or NaN) denies before anything is taken.
 //
 // A Quota's take given back returns its cost to the key's period, unless
 // that period ended in between (the next began with the whole quota): no
 // period ever admits more than if the take had never been made.
-func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) int {
+func takeWithLocals(t time.Time, explicit bool, takes []Take, out []Decision) int {
 	for i := range takes {
 		cost, ok := fixedpoint.Quantize(takes[i].N)
 		switch l := takes[i].Limiter.(type) {
@@ -25,11 +26,11 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 			ok = ok && cost <= l.current().layout.Capacity()
 		}
 		if !ok {
-			quotaDenied(t, explicit, takes, out, nil, i, false)
+			localsDenied(t, explicit, takes, out, nil, i, false)
 			return i
 		}
 	}
-	var heldBuf [heldOnStack]quotaHeldAt
+	var heldBuf [heldOnStack]localHeldAt
 	holds := heldBuf[:0]
 	for i := range takes {
 		l, ok := takes[i].Limiter.(local)
@@ -41,10 +42,10 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 		out[i] = d
 		if !d.Allowed {
 			l.countDenied()
-			quotaDenied(t, explicit, takes, out, holds, i, true)
+			localsDenied(t, explicit, takes, out, holds, i, true)
 			return i
 		}
-		holds = append(holds, quotaHeldAt{i: i, held: h})
+		holds = append(holds, localHeldAt{i: i, held: h})
 	}
 	// The Engines' takes, apart: takeEngines reads only Engines.
 	var engBuf [heldOnStack]Take
@@ -82,7 +83,7 @@ func takeWithQuotas(t time.Time, explicit bool, takes []Take, out []Decision) in
 }
 
 // local is a limiter besides the Engine that decides in memory, and that
-// takeWithQuotas takes from all or none: Quota and Window.
+// takeWithLocals takes from all or none: Quota and Window.
 type local interface {
 	Limiter
 	// capacityQuanta is the largest cost that can ever pass.
@@ -144,18 +145,18 @@ func (w *Window) countAllowed()   { w.allowed.add() }
 func (w *Window) countDenied()    { w.denied.add() }
 func (w *Window) nowNanos() int64 { return w.now().UnixNano() }
 
-// quotaHeldAt is a Quota's take held by takeWithQuotas: its index, and
+// localHeldAt is a Quota's take held by takeWithLocals: its index, and
 // what giving it back needs (nothing for a peek).
-type quotaHeldAt struct {
+type localHeldAt struct {
 	i    int
 	held localHeld
 }
 
-// quotaDenied completes a denial at index k for takeWithQuotas: it gives
+// localsDenied completes a denial at index k for takeWithLocals: it gives
 // back holds, fills out for every take but k when kDone (k filled and
 // counted it), and counts every other take as denied. Nothing of an Engine
 // was taken yet.
-func quotaDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds []quotaHeldAt, k int, kDone bool) {
+func localsDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds []localHeldAt, k int, kDone bool) {
 	for j := len(holds) - 1; j >= 0; j-- {
 		h := holds[j]
 		l := takes[h.i].Limiter.(local)
@@ -192,7 +193,7 @@ func quotaDenied(t time.Time, explicit bool, takes []Take, out []Decision, holds
 }
 
 // heldAt reports whether holds has take i.
-func heldAt(holds []quotaHeldAt, i int) bool {
+func heldAt(holds []localHeldAt, i int) bool {
 	for _, h := range holds {
 		if h.i == i {
 			return true
