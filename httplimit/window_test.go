@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -128,5 +129,31 @@ func TestWindowMemoryBudget(t *testing.T) {
 	defer unbounded.Close()
 	if _, err := httplimit.New(rules, httplimit.Options{Store: unbounded}); err == nil || !strings.Contains(err.Error(), "unbounded") {
 		t.Fatalf("unbounded keys under a budget: %v", err)
+	}
+}
+
+// A flood of client addresses against a window keyed by address holds at
+// most MaxKeys keys, and the addresses beyond them share one overflow
+// window: the flood never switches the limit off.
+func TestWindowKeyFlood(t *testing.T) {
+	store := httplimit.NewMemoryStore(httplimit.MemoryOptions{MaxKeys: 100, SweepInterval: -1})
+	defer store.Close()
+	c := quotaClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	l, _ := newLimiter(t, `{"rules":[{"name":"ip","limit_keys":["ip:address"],"limits":[
+		{"name":"ip-hour","limit":5,"window":"1h"}]}]}`, httplimit.Options{Now: c.Now, Store: store})
+	admitted := 0
+	for i := range 5000 {
+		ip := fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
+		if l.Check(req(ip, "/")).Allowed {
+			admitted++
+		}
+	}
+	st := l.Stats()[0]
+	if st.Live > 100 || st.Overflow == 0 {
+		t.Errorf("stats %+v: want at most 100 keys, the rest overflowing", st)
+	}
+	// 100 keys at 1 each, and 5 from the shared overflow window.
+	if admitted != 105 {
+		t.Errorf("admitted %d of 5000 new addresses, want 105", admitted)
 	}
 }

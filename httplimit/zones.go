@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
@@ -11,8 +12,9 @@ import (
 const maxZones = 1024
 
 // zones caches time.LoadLocation, which reads the zone database on every
-// call: a quota whose zone comes from a request asks for one per period
-// that begins.
+// call: a quota whose zone comes from a request asks for one on every
+// check. A name that failed is kept too (nil), so that a value that names
+// no zone costs a map lookup, not a search of the zone database.
 var zones struct {
 	sync.Mutex
 	m map[string]*time.Location
@@ -24,26 +26,31 @@ func loadZone(name string) (*time.Location, error) {
 	zones.Lock()
 	loc, ok := zones.m[name]
 	zones.Unlock()
-	if ok {
+	switch {
+	case ok && loc == nil:
+		return nil, errUnknownZone
+	case ok:
 		return loc, nil
-	}
-	if name == "" || name == "Local" {
+	case name == "" || name == "Local":
 		return nil, errZoneName
 	}
 	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, err
-	}
 	zones.Lock()
 	defer zones.Unlock()
 	if zones.m == nil || len(zones.m) >= maxZones {
 		zones.m = map[string]*time.Location{}
 	}
-	zones.m[name] = loc
+	zones.m[name] = loc // nil if it failed
+	if err != nil {
+		return nil, errUnknownZone
+	}
 	return loc, nil
 }
 
-var errZoneName = zoneNameError{}
+var (
+	errZoneName    = zoneNameError{}
+	errUnknownZone = errors.New("unknown time zone")
+)
 
 type zoneNameError struct{}
 
