@@ -60,28 +60,35 @@ func (e *Engine) ReserveN(t time.Time, key string, n float64) *Reservation {
 // beyond (act a time that never comes), or noRoom (act ns) for a key that
 // finds the table full under FullDeny, with no bucket to wait on.
 func (e *Engine) reserveAt(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, res reserveResult) {
+	act, h, res, _ = e.reserveDecided(ns, key, cost, within)
+	return act, h, res
+}
+
+// reserveDecided is reserveAt that also returns the decision of a take
+// that finds the tokens there (its Allowed set), for the tokens it leaves.
+func (e *Engine) reserveDecided(ns int64, key string, cost uint64, within time.Duration) (act int64, h held, res reserveResult, now Decision) {
 	hash := shard.Hash(key)
 	for {
 		d, h := e.hold(ns, key, cost)
 		if d.Allowed {
 			e.allowed.add()
-			return ns, h, reserved
+			return ns, h, reserved, d
 		}
 		if d.RetryAfter == InfDuration {
 			e.denied.add()
-			return neverAfter(ns), held{}, unpayable
+			return neverAfter(ns), held{}, unpayable, Decision{}
 		}
 		if h.on.b == nil { // refused for a full table, and counted
-			return ns, held{}, noRoom
+			return ns, held{}, noRoom, Decision{}
 		}
 		act, h, res := e.reserveOn(hash, key, h.on, ns, cost, within)
 		switch res {
 		case reserved:
 			e.allowed.add()
-			return act, h, res
+			return act, h, res, Decision{}
 		case late, unpayable, beyond:
 			e.denied.add()
-			return act, held{}, res
+			return act, held{}, res, Decision{}
 		}
 		// The bucket went, or holds the tokens now: a take at ns again.
 	}

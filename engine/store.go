@@ -162,6 +162,8 @@ type Pool struct {
 	byID map[string][]*pooled
 	// of finds the entry of a Limiter on Release.
 	of map[Limiter]*pooled
+	// inMemory reports that open keeps its limits in this process.
+	inMemory bool
 }
 
 // pooled is one Limiter of a Pool and its count of Binds, guarded by
@@ -184,8 +186,23 @@ func NewPool(open func(Spec) (Limiter, error)) *Pool {
 // NewEnginePool returns a Pool of Engines configured as cfg, except for the
 // Limit and Burst that each Spec gives.
 func NewEnginePool(cfg Config) *Pool {
-	return NewPool(func(s Spec) (Limiter, error) { return OpenInMemory(cfg, s) })
+	return NewInMemoryPool(func(s Spec) (Limiter, error) { return OpenInMemory(cfg, s) })
 }
+
+// NewInMemoryPool is NewPool for an open that keeps its limits in this
+// process's memory (as OpenInMemory does): InMemory reports it.
+func NewInMemoryPool(open func(Spec) (Limiter, error)) *Pool {
+	p := NewPool(open)
+	p.inMemory = true
+	return p
+}
+
+// InMemory reports whether the Pool keeps its limits in this process,
+// where no other process shares them: true for NewEnginePool's and
+// NewInMemoryPool's, false for a remote store's. What only one process
+// can keep, such as the requests it has in flight, is exact on such a
+// Pool and per process on any other.
+func (p *Pool) InMemory() bool { return p.inMemory }
 
 // OpenInMemory opens the limiter of s in this process, configured as cfg
 // but for the limit s gives: an Engine, a Quota (s.Calendar) or a Window

@@ -40,7 +40,7 @@ func NewMemoryStore(opts MemoryOptions) *engine.Pool {
 	if opts.MaxBytesPerLimit <= 0 {
 		return engine.NewEnginePool(cfg)
 	}
-	return engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
+	return engine.NewInMemoryPool(func(s engine.Spec) (engine.Limiter, error) {
 		if err := checkMemory(s, opts); err != nil {
 			return nil, err
 		}
