@@ -187,6 +187,15 @@ func neverAfter(ns int64) int64 {
 	return ns + min(int64(InfDuration), math.MaxInt64-max(ns, 0))
 }
 
+// Clone returns a copy of r, for a caller that made r in memory it reuses
+// (ReserveWithin) and keeps the reservation longer: the copy is the
+// reservation from then on, and r must not be cancelled as well.
+func (r *Reservation) Clone() *Reservation {
+	c := &Reservation{e: r.e, ok: r.ok, ns: r.ns, act: r.act, h: r.h}
+	c.done.Store(r.done.Load())
+	return c
+}
+
 // OK reports whether the tokens were reserved.
 func (r *Reservation) OK() bool { return r.ok }
 

@@ -48,6 +48,14 @@ type Result struct {
 	// request (failed, too slow, or its breaker open): each rule's
 	// fail_mode answered, and Policies say how.
 	StoreError bool `json:"store_error,omitempty"`
+	// Delay is how long the request must wait before it proceeds: its
+	// tokens are reserved for then (delay mode). Handler and Admit wait it
+	// out; a caller of Check must wait it itself. 0 for a request that need
+	// not wait.
+	Delay time.Duration `json:"-"`
+	// DelayMS is Delay in whole milliseconds, rounded up: the check API's
+	// delay_ms. Set by Check only.
+	DelayMS int64 `json:"delay_ms,omitempty"`
 	// Headers is the header fields WriteHeaders writes: the Middleware's
 	// Options.Headers; 0 (as in a Result built or decoded by a caller)
 	// means HeadersDraft.
@@ -118,7 +126,12 @@ type Policy struct {
 
 // Check decides on r under the rules in force, takes the tokens of an
 // admitted request, and returns the decision; it writes nothing. Handler is
-// Check plus the response. Rules see r's path in its canonical form
+// Check plus the response, and the wait and the slots below. Under a rule
+// in delay mode, an admitted request may have to wait (Result.Delay): its
+// tokens are reserved for then, and the caller must wait that long before
+// it proceeds. An in-flight limit is only checked: a slot must be free,
+// and none is held, since Check cannot know when the request ends (Admit
+// holds them). Rules see r's path in its canonical form
 // (CanonicalPath under Options.Paths); a path that has none is refused with
 // 400 and ReasonInvalidPath, and takes no token.
 func (l *Middleware) Check(r *http.Request) Result {
@@ -135,8 +148,9 @@ func (l *Middleware) Check(r *http.Request) Result {
 func (l *Middleware) check(r *http.Request, override float64, direct bool) Result {
 	sc := getScratch()
 	defer putScratch(sc)
-	res := l.decide(r, sc, override, direct, false)
+	res := l.decide(r, sc, override, direct, false, false)
 	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
+	res.DelayMS = int64((res.Delay + time.Millisecond - 1) / time.Millisecond)
 	return res
 }
 
@@ -213,8 +227,11 @@ func decodesTo(raw, p string) bool {
 // decide is check in sc's memory: the Result's Policies are sc's (unless
 // more than maxTakes rules apply), valid until sc is put back. With borrow,
 // and Limiters that keep no key they are given (ruleSet.borrow), so are the
-// bytes of the keys it composes.
-func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, direct, borrow bool) Result {
+// bytes of the keys it composes. With hold, the caller waits out the
+// Result's Delay (sc.waiter) and holds the in-flight slots (sc.slots)
+// until the request is finished; without, Delay is the caller's to wait,
+// and in-flight limits are only checked.
+func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, direct, borrow, hold bool) Result {
 	set := l.set.Load()
 	q := request{r: r, o: l.opts, sc: sc, direct: direct, borrow: borrow && set.borrow}
 	var appliedBuf [maxTakes]*rule
@@ -250,6 +267,9 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 	}
 	refuser := -1 // the first enforce rule that refuses the request's cost
 	var why, reason string
+	var slotBuf [maxTakes]int
+	slotIdx := slotBuf[:0] // the enforce in-flight limits that apply
+	mayWait := false       // an enforce token bucket is in delay mode
 	for i, ru := range applied {
 		p := &res.Policies[i]
 		// Assigned whole: the policy is the scratch's, not a new one.
@@ -275,9 +295,14 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 			l.refused(&res, ru, p, reason, why, &refuser, i)
 			continue
 		}
-		if !ru.shadow {
+		switch {
+		case ru.shadow:
+		case ru.inflight != nil:
+			slotIdx = append(slotIdx, i)
+		default:
 			takes = append(takes, engine.Take{Limiter: ru.lim, Key: p.Key, N: p.Cost, Calendar: calendarFor(&q, ru, i)})
 			idx = append(idx, i)
+			mayWait = mayWait || ru.wait > 0
 		}
 	}
 	if refuser >= 0 {
@@ -287,13 +312,22 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		}
 		return res
 	}
-	if len(takes) > 0 {
+	if len(slotIdx) > 0 && !l.acquireSlots(&q, now, &res, applied, slotIdx, hold) {
+		return res
+	}
+	switch {
+	case len(takes) > 0 && mayWait:
+		l.reserve(&q, now, &res, applied, takes, out, idx, hold)
+	case len(takes) > 0:
 		l.enforce(&q, now, &res, applied, takes, out, idx)
+	}
+	if len(slotIdx) > 0 {
+		l.settleSlots(&q, &res, applied, slotIdx)
 	}
 	for i, ru := range applied {
 		if ru.shadow && ru.head == ru && !res.Policies[i].Unknown {
 			n := len(ru.parts)
-			l.observe(&q, now, &res, applied[i:i+n], res.Policies[i:i+n])
+			l.observe(&q, now, &res, applied[i:i+n], res.Policies[i:i+n], hold)
 		}
 	}
 	if res.Status == http.StatusTooManyRequests && (res.Reason == ReasonExceeded || res.Reason == ReasonQuotaExceeded ||
@@ -369,10 +403,13 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 // observe takes a shadow rule's tokens on its own, from all of its limits
 // (parts, with their policies ps) or none, or only peeks when the request
 // was denied and so takes nothing, and records what it would do.
-func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*rule, ps []Policy) {
+func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*rule, ps []Policy, hold bool) {
 	n := ps[0].Cost
 	if !res.Allowed {
 		n = 0
+	}
+	if parts, ps = l.observeSlots(q, now, res, parts, ps, hold); len(parts) == 0 {
+		return
 	}
 	take, out := q.sc.shadowTake[:len(parts)], q.sc.shadowOut[:len(parts)]
 	for j, ru := range parts {
@@ -487,6 +524,8 @@ func window(rate, burst float64) int64 { return int64(math.Ceil(burst / rate)) }
 // exceeded is the reason of a denial by r's bucket or quota.
 func (r *rule) exceeded() string {
 	switch r.shape() {
+	case ShapeConcurrency:
+		return ReasonInFlightExceeded
 	case ShapeCalendarQuota:
 		return ReasonQuotaExceeded
 	case ShapeStrictWindow:

@@ -215,6 +215,9 @@ func (p *Policy) policyItem() string {
 	if p.policy != "" {
 		return p.policy
 	}
+	if p.Shape == ShapeConcurrency {
+		return p.quotedName() + ";q=" + strconv.FormatInt(p.Quota, 10) + `;qu="concurrent-requests"`
+	}
 	return policyItem(p.quotedName(), p.Quota, p.Window)
 }
 

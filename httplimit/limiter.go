@@ -1,6 +1,8 @@
 package httplimit
 
 import (
+	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +46,9 @@ const (
 const (
 	ShapeCalendarQuota = "calendar_quota"
 	ShapeStrictWindow  = "strict_window"
+	// ShapeConcurrency is an in-flight limit's: its Burst and Quota are
+	// its max_in_flight, Remaining the slots free after the decision.
+	ShapeConcurrency = "concurrency"
 )
 
 // ReasonHeader names the header that says why a request was denied, or which
@@ -59,6 +65,10 @@ const (
 	// ReasonWindowExceeded: a strict window has fewer tokens left in it
 	// than the cost; Retry-After points at when enough leaves it.
 	ReasonWindowExceeded = "window_exceeded"
+	// ReasonInFlightExceeded: an in-flight limit's key has as many
+	// requests in flight as it allows; Retry-After estimates when one ends
+	// (see In-flight limits in the package documentation).
+	ReasonInFlightExceeded = "concurrency_exceeded"
 	// ReasonCostExceedsBurst: the cost is above a rule's burst, so the
 	// request can never pass; the 429 carries no Retry-After.
 	ReasonCostExceedsBurst = "cost_exceeds_burst"
@@ -127,6 +137,16 @@ type Options struct {
 	// Paths chooses how request paths are made canonical (CanonicalPath)
 	// before any rule reads them; a path that cannot be is refused with 400.
 	Paths PathOptions
+	// MaxDelay bounds the max_delay of every rule in delay mode: from 1ms
+	// to 1h; 0 means 30s. A server sets it below its write timeout less
+	// the upstream's, so that a request that waited still has the time to
+	// be answered.
+	MaxDelay time.Duration
+	// MaxWaiting bounds the requests that wait at once in delay mode,
+	// across every rule and key: one more is denied (ReasonDelayFull).
+	// 0 means 4096; at most 1e6. Each waiting request holds its
+	// connection: a server keeps it well under its connection cap.
+	MaxWaiting int
 }
 
 // options is Options with defaults applied.
@@ -145,6 +165,11 @@ type options struct {
 	jwtRejected    jwtCounters
 	paths          PathOptions
 	invalidPaths   atomic.Uint64 // requests refused for their path
+	maxDelay       time.Duration
+	maxWaiting     int
+	// sleep waits in delay mode; tests replace it to run on a virtual
+	// clock.
+	sleep func(context.Context, time.Duration) error
 }
 
 func (o Options) resolve() (*options, error) {
@@ -153,6 +178,13 @@ func (o Options) resolve() (*options, error) {
 	r.jwt = o.JWT
 	r.onDeny = o.OnDeny
 	r.paths = o.Paths
+	r.maxDelay, r.maxWaiting, r.sleep = cmp.Or(o.MaxDelay, defaultMaxDelay), cmp.Or(o.MaxWaiting, defaultMaxWaiting), sleep
+	if r.maxDelay < time.Millisecond || r.maxDelay > maxMaxDelay {
+		return nil, fmt.Errorf("httplimit: Options.MaxDelay must be from 1ms to 1h, got %v", o.MaxDelay)
+	}
+	if r.maxWaiting < 1 || r.maxWaiting > 1_000_000 {
+		return nil, fmt.Errorf("httplimit: Options.MaxWaiting must be from 1 to 1000000 (0: 4096), got %d", o.MaxWaiting)
+	}
 	if r.headers&^HeadersShadow == 0 {
 		r.headers |= HeadersDraft
 	}
@@ -206,7 +238,16 @@ type Middleware struct {
 
 	mu       sync.Mutex               // serialises Reload and Close
 	counters map[string]*ruleCounters // by rule name, kept across reloads; guarded by mu
-	closed   bool                     // guarded by mu
+	// inflight holds the in-flight counts of each in-flight limit, by
+	// limit ID, kept across reloads; guarded by mu.
+	inflight map[string]*inFlight
+	closed   bool // guarded by mu
+
+	// waiting counts the requests waiting in delay mode; waitFull those
+	// denied because MaxWaiting waited, waitCancelled those whose wait
+	// ended with their context.
+	waiting                 atomic.Int64
+	waitFull, waitCancelled atomic.Uint64
 }
 
 // ruleSet is a compiled, immutable rule set.
@@ -243,6 +284,11 @@ type rule struct {
 	// span and slots are a strict window's; span is 0 for other shapes.
 	span  time.Duration
 	slots int
+	// inflight is an in-flight limit's counts, nil for other shapes.
+	inflight *inFlight
+	// wait is how long a request may wait for this token bucket's tokens
+	// (delay mode), 0 if it may not.
+	wait time.Duration
 	// head is the first limit of the rule, whose parts are all of them
 	// (itself first): a rule applies, and is taken from, as a whole.
 	head     *rule
@@ -268,7 +314,7 @@ func New(rules []Rule, opts Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, values: newHeaderValues()}
+	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, inflight: map[string]*inFlight{}, values: newHeaderValues()}
 	if o.store == nil {
 		if opts.Now == nil {
 			l.ownStore = NewMemoryStore(MemoryOptions{})
@@ -388,6 +434,14 @@ func cloneRules(in []Rule) []Rule {
 
 func (l *Middleware) release(set *ruleSet) {
 	for _, r := range set.rules {
+		l.release1(r)
+	}
+}
+
+// release1 releases the Limiter of one rule, if it has one (an in-flight
+// limit has none).
+func (l *Middleware) release1(r *rule) {
+	if r.lim != nil {
 		l.opts.store.Release(r.lim)
 	}
 }
@@ -405,11 +459,22 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	}
 	set := &ruleSet{borrow: true, source: rules}
 	groupIndex := map[string]int{}
+	inflight := map[string]*inFlight{}
 	for i := range rules {
 		parts := limitsOf(&rules[i])
 		for _, r := range parts {
 			r.head, r.parts = parts[0], parts
 			r.compileParts()
+			if r.MaxInFlight > 0 {
+				if err := l.inFlightOf(r, inflight); err != nil {
+					for _, done := range set.rules {
+						l.release1(done)
+					}
+					return nil, err
+				}
+				set.rules = append(set.rules, r)
+				continue
+			}
 			r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
 			switch {
 			case r.period != "":
@@ -418,9 +483,14 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 				r.spec = engine.WindowSpec(r.spec.ID, r.Name, r.Burst, r.span, r.slots)
 			}
 			lim, err := l.opts.store.Bind(r.spec)
+			if err == nil {
+				if err = r.delayOn(lim); err != nil {
+					l.opts.store.Release(lim)
+				}
+			}
 			if err != nil {
 				for _, done := range set.rules {
-					l.opts.store.Release(done.lim)
+					l.release1(done)
 				}
 				if r.limitOf != "" {
 					return nil, fmt.Errorf("httplimit: binding limit %q of rule %q: %w", r.Name, r.limitOf, err)
@@ -474,6 +544,14 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 			return nil, fmt.Errorf("httplimit: the store bound %q to a limiter that refuses its limit: %w", r.Name, err)
 		}
 	}
+	// In-flight limits take their new limits too, and the tables no rule
+	// has any more go.
+	for _, r := range set.rules {
+		if r.inflight != nil {
+			r.inflight.max.Store(int64(r.MaxInFlight))
+		}
+	}
+	l.inflight = inflight
 	return set, nil
 }
 
@@ -505,6 +583,7 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	validatePaths(rules, o.paths, &p)
 	validateMethods(rules, &p)
 	validateHosts(rules, &p)
+	validateDelays(rules, o.maxDelay, &p)
 	return rules, p.err()
 }
 
@@ -512,13 +591,20 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 // itself, or one per Limit, each named after its limit.
 func limitsOf(r *Rule) []*rule {
 	if len(r.Limits) == 0 {
-		return []*rule{{Rule: *r}}
+		u := &rule{Rule: *r}
+		if r.MaxInFlight > 0 {
+			u.Burst = float64(r.MaxInFlight)
+		}
+		return []*rule{u}
 	}
 	parts := make([]*rule, len(r.Limits))
 	for j := range r.Limits {
 		lm := &r.Limits[j]
 		u := &rule{Rule: *r, limitOf: r.Name}
 		u.Name, u.Rate, u.Burst, u.rateField, u.Limits = lm.Name, lm.Rate, lm.Burst, lm.rateField, nil
+		if lm.isInFlight() {
+			u.MaxInFlight, u.Burst = lm.MaxInFlight, float64(lm.MaxInFlight)
+		}
 		if lm.isWindow() {
 			u.span, u.slots = lm.Window, lm.Slots
 			u.Burst = lm.WindowLimit
@@ -541,6 +627,8 @@ func limitsOf(r *Rule) []*rule {
 // or a quota's nominal period (engine.Period.Nominal).
 func (r *rule) window() int64 {
 	switch {
+	case r.MaxInFlight > 0:
+		return 0
 	case r.period != "":
 		return int64(r.cal.Period.Nominal() / time.Second)
 	case r.span != 0:
@@ -552,6 +640,8 @@ func (r *rule) window() int64 {
 // shape is the rule's shape of limit, as Policy.Shape names it.
 func (r *rule) shape() string {
 	switch {
+	case r.MaxInFlight > 0:
+		return ShapeConcurrency
 	case r.period != "":
 		return ShapeCalendarQuota
 	case r.span != 0:
@@ -601,6 +691,9 @@ func (r *rule) compileParts() {
 	r.open = r.FailMode == failOpen
 	r.quoted = sfString(r.Name)
 	r.policy = policyItem(r.quoted, quota(r.Burst), r.window())
+	if r.MaxInFlight > 0 {
+		r.policy = r.quoted + ";q=" + strconv.Itoa(r.MaxInFlight) + `;qu="concurrent-requests"`
+	}
 	r.denial = newDenialBody(r.Name, r.limitOf, r.Rate, r.Burst)
 	if r.shape() != "" {
 		r.denial = nil // written by writeProblemSlow

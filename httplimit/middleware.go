@@ -1,11 +1,18 @@
 package httplimit
 
-import "net/http"
+import (
+	"net/http"
+	"sync/atomic"
+)
 
 // Handler returns next behind the limiter: every request is checked; an
 // allowed one reaches next with the rate-limit headers already set on the
 // response, a denied one gets a 429 (or 503) with problem details and never
-// reaches next.
+// reaches next. A request under a rule in delay mode may first wait its
+// turn (Result.Delay): if its context ends meanwhile, it gives its tokens
+// back and gets a 503 (ReasonCancelled), which its client has usually left
+// too late to read. A request under an in-flight limit holds its slot
+// until next returns, or panics.
 //
 // An admitted request costs Handler no allocation once the memory it
 // reuses has grown to its needs and the values of its rate-limit fields
@@ -18,7 +25,8 @@ import "net/http"
 // forwarding header of a trusted proxy; a path not in canonical form (the
 // request is copied with the canonical one); keys and token over 16 KiB in
 // all; more than 8 rules that apply; a denial or refusal, and a shadow
-// rule's would-deny.
+// rule's would-deny; a wait in delay mode; a key's first request in
+// flight under an in-flight limit.
 //
 // The values of the rate-limit fields are shared by the responses that
 // carry the same text: next may replace a field (Header.Set, Header.Del,
@@ -31,16 +39,82 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		sc := getScratch()
-		res = l.decide(r, sc, -1, false, true)
+		res = l.decide(r, sc, -1, false, true, true)
 		if !res.Allowed {
 			res.writeProblem(w, l.values)
 			putScratch(sc)
 			return
 		}
 		res.writeHeaders(w.Header(), l.values)
-		// Given back before next runs, however long that takes: the
-		// headers are written, and nothing refers to sc any more.
-		putScratch(sc)
-		next.ServeHTTP(w, r)
+		if res.Delay == 0 && sc.nslots == 0 {
+			// Given back before next runs, however long that takes: the
+			// headers are written, and nothing refers to sc any more.
+			putScratch(sc)
+			next.ServeHTTP(w, r)
+			return
+		}
+		l.serveHeld(w, r, sc, res, next)
 	})
 }
+
+// serveHeld serves an admitted request that must wait its turn or holds
+// in-flight slots, whose headers are written: it waits, then runs next,
+// then gives the slots back.
+func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scratch, res Result, next http.Handler) {
+	var held [maxTakes]heldSlot
+	slots := held[:copy(held[:], sc.slots[:sc.nslots])]
+	at, waiter := sc.slotsAt, sc.waiter
+	sc.nslots = 0 // the slots are held here now
+	putScratch(sc)
+	if len(slots) > 0 {
+		defer func() { releaseAll(slots, l.opts.now().Sub(at)) }()
+	}
+	if res.Delay > 0 && !l.await(r.Context(), waiter, res.Delay) {
+		cancelled := Result{Status: http.StatusServiceUnavailable, Reason: ReasonCancelled, Headers: l.opts.headers}
+		cancelled.writeProblemSlow(w, l.values)
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// Admit decides on r as Handler does, for a caller that serves the
+// request itself, such as a gRPC interceptor: when Admit returns, an
+// admitted request has waited its turn (delay mode), and it holds its
+// in-flight slots until done is called, when the request is finished.
+// done is never nil, and only its first call counts; call it after a
+// denial too. If r's context ends while it waits, the Result is the 503
+// of ReasonCancelled.
+func (l *Middleware) Admit(r *http.Request) (res Result, done func()) {
+	r, res, ok := l.canonical(r)
+	if !ok {
+		return res, nothing
+	}
+	sc := getScratch()
+	res = l.decide(r, sc, -1, false, false, true)
+	res.Policies = append(make([]Policy, 0, len(res.Policies)), res.Policies...)
+	if !res.Allowed {
+		putScratch(sc)
+		return res, nothing
+	}
+	slots := append([]heldSlot(nil), sc.slots[:sc.nslots]...)
+	at, waiter := sc.slotsAt, sc.waiter
+	sc.nslots = 0
+	putScratch(sc)
+	done = nothing
+	if len(slots) > 0 {
+		var once atomic.Bool
+		done = func() {
+			if once.CompareAndSwap(false, true) {
+				releaseAll(slots, l.opts.now().Sub(at))
+			}
+		}
+	}
+	if res.Delay > 0 && !l.await(r.Context(), waiter, res.Delay) {
+		done()
+		return Result{Status: http.StatusServiceUnavailable, Reason: ReasonCancelled, Policies: []Policy{}, Headers: l.opts.headers}, nothing
+	}
+	return res, done
+}
+
+// nothing is the done of a request that holds nothing.
+func nothing() {}

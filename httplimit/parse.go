@@ -111,11 +111,13 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 		case "limit_keys":
 			r.LimitKeys = d.strs("limit_keys", m.value)
 		case "algorithm":
-			if s := d.str("algorithm", m.value); s != "token_bucket" && m.value.kind == jString {
-				d.bad("algorithm", `must be "token_bucket", got %s`, quote(s))
+			if s := d.str("algorithm", m.value); s != "token_bucket" && s != "concurrency" && m.value.kind == jString {
+				d.bad("algorithm", `must be "token_bucket" or "concurrency" (for a rule with one limit; its limits name their own), got %s`, quote(s))
 			}
 		case "algorithm_config":
-			d.config(m.value, r, member(v, "limits") != nil)
+			d.config(m.value, r, member(v, "limits") != nil, concurrency(v))
+		case "delay":
+			d.delay(m.value, &r.Delay)
 		case "limits":
 			r.Limits = d.limits(m.value)
 		case "match":
@@ -127,7 +129,7 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 		case "insecure_unverified_jwt":
 			r.InsecureUnverifiedJWT = d.boolean("insecure_unverified_jwt", m.value)
 		default:
-			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, limits, match, mode, fail_mode, insecure_unverified_jwt")
+			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, limits, match, mode, fail_mode, insecure_unverified_jwt, delay")
 		}
 	}
 	if member(v, "name") == nil {
@@ -136,7 +138,10 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 	if member(v, "limit_keys") == nil {
 		d.bad("limit_keys", "required: a non-empty list such as [\"ip:address\"]")
 	}
-	if member(v, "algorithm_config") == nil && member(v, "limits") == nil {
+	if member(v, "algorithm_config") == nil && member(v, "limits") == nil && concurrency(v) {
+		d.bad("algorithm_config", "required: an object with max_in_flight")
+		d.reported[[2]string{itoa(d.index), "algorithm_config.max_in_flight"}] = true
+	} else if member(v, "algorithm_config") == nil && member(v, "limits") == nil {
 		d.bad("algorithm_config", "required: an object with tokens_per_second (or rps) and burst, unless the rule has limits")
 		d.reported[[2]string{itoa(d.index), "algorithm_config.tokens_per_second"}] = true
 		d.reported[[2]string{itoa(d.index), "algorithm_config.burst"}] = true
@@ -145,7 +150,7 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 
 // config reads algorithm_config; with limits, the rate and burst are
 // the limits' and not required here.
-func (d *ruleDecoder) config(v *jvalue, r *Rule, limits bool) {
+func (d *ruleDecoder) config(v *jvalue, r *Rule, limits, inflight bool) {
 	const pre = "algorithm_config."
 	if v.kind != jObject {
 		d.bad("algorithm_config", "must be an object, got %v", v.kind)
@@ -154,7 +159,16 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule, limits bool) {
 		return
 	}
 	tps, rps := member(v, "tokens_per_second"), member(v, "rps")
-	if limits {
+	switch mif := member(v, "max_in_flight"); {
+	case inflight && mif == nil:
+		d.bad(pre+"max_in_flight", "required: the most requests of a key in flight at once")
+	case !inflight && mif != nil:
+		d.bad(pre+"max_in_flight", `only with "algorithm": "concurrency"`)
+	}
+	if inflight {
+		// validateInFlightRule reports a rate or burst beside it.
+		limits = true
+	} else if limits {
 		// Even a 0, which the Rule could not tell from an absent field.
 		for _, f := range []struct {
 			name string
@@ -196,12 +210,67 @@ func (d *ruleDecoder) config(v *jvalue, r *Rule, limits bool) {
 			r.MaxCost = d.cost(field, m.value)
 		case "cost_out_of_range":
 			r.CostOutOfRange = d.str(field, m.value)
+		case "max_in_flight":
+			r.MaxInFlight = d.whole(field, m.value)
 		default:
-			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost, min_cost, max_cost, cost_out_of_range")
+			d.bad(field, "unknown field; algorithm_config has tokens_per_second (or rps), burst, cost_source, fixed_cost, default_cost, min_cost, max_cost, cost_out_of_range, max_in_flight")
 		}
 	}
 	if member(v, "burst") == nil && !limits {
 		d.bad(pre+"burst", "required: the bucket capacity in tokens, at least the rate")
+	}
+}
+
+// concurrency reports whether rule v says it is an in-flight limit.
+func concurrency(v *jvalue) bool {
+	a := member(v, "algorithm")
+	return a != nil && a.kind == jString && a.str == "concurrency"
+}
+
+// whole reads max_in_flight: a whole number of requests. One out of
+// range is reported here, and read as -1, which validation refuses too
+// (0 would read as absent).
+func (d *ruleDecoder) whole(field string, v *jvalue) int {
+	x := d.num(field, v)
+	if math.IsNaN(x) {
+		return -1
+	}
+	if x != math.Trunc(x) || x < 1 || x > maxInFlight {
+		d.bad(field, "must be a whole number of requests from 1 to %d, got %v", maxInFlight, x)
+		return -1
+	}
+	return int(x)
+}
+
+// delay reads a rule's delay: max_delay, a span such as "500ms", and
+// queue, in tokens.
+func (d *ruleDecoder) delay(v *jvalue, out *Delay) {
+	if v.kind != jObject {
+		d.bad("delay", "must be an object with max_delay and queue, got %v", v.kind)
+		return
+	}
+	for _, m := range v.members {
+		field := "delay." + m.name
+		switch m.name {
+		case "max_delay":
+			s := d.str(field, m.value)
+			if m.value.kind != jString {
+				continue
+			}
+			x, err := time.ParseDuration(s)
+			if err != nil || x <= 0 {
+				d.bad(field, `must be a span such as "500ms" or "2s", got %s`, quote(s))
+				continue
+			}
+			out.MaxDelay = x
+		case "queue":
+			out.Queue = d.num(field, m.value)
+		default:
+			d.bad(field, "unknown field; delay has max_delay and queue")
+		}
+	}
+	if member(v, "max_delay") == nil {
+		d.bad("delay.max_delay", `required: the longest a request waits, such as "500ms"`)
 	}
 }
 
@@ -229,10 +298,11 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 		}
 		quota := member(item, "period") != nil || member(item, "quota") != nil
 		window := member(item, "window") != nil
+		inflight := member(item, "max_in_flight") != nil
 		if a := member(item, "algorithm"); a != nil && a.kind == jString {
-			quota, window = a.str == "calendar_quota", a.str == "strict_window"
+			quota, window, inflight = a.str == "calendar_quota", a.str == "strict_window", a.str == "concurrency"
 		}
-		quota = quota || window // neither has a rate
+		quota = quota || window || inflight // none has a rate
 		tps, rps := member(item, "tokens_per_second"), member(item, "rps")
 		switch {
 		case tps != nil && rps != nil:
@@ -249,9 +319,11 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			case "name":
 				lm.Name = d.str(field, m.value)
 			case "algorithm":
-				if s := d.str(field, m.value); s != "token_bucket" && s != "calendar_quota" && s != "strict_window" && m.value.kind == jString {
-					d.bad(field, `must be "token_bucket", "calendar_quota" or "strict_window", got %s`, quote(s))
+				if s := d.str(field, m.value); s != "token_bucket" && s != "calendar_quota" && s != "strict_window" && s != "concurrency" && m.value.kind == jString {
+					d.bad(field, `must be "token_bucket", "calendar_quota", "strict_window" or "concurrency", got %s`, quote(s))
 				}
+			case "max_in_flight":
+				lm.MaxInFlight = d.whole(field, m.value)
 			case "limit":
 				lm.WindowLimit = d.num(field, m.value)
 			case "window":
@@ -279,13 +351,16 @@ func (d *ruleDecoder) limits(v *jvalue) []Limit {
 			case "anchor_from":
 				d.anchorFrom(field, m.value, &lm.AnchorFrom)
 			default:
-				d.bad(field, "unknown field; a limit has name, algorithm, and tokens_per_second (or rps) and burst; or quota, period, time_zone, anchor and anchor_from; or limit, window and slots")
+				d.bad(field, "unknown field; a limit has name, algorithm, and tokens_per_second (or rps) and burst; or quota, period, time_zone, anchor and anchor_from; or limit, window and slots; or max_in_flight")
 			}
 		}
 		if member(item, "name") == nil {
 			d.bad(pre+"name", "required: a non-empty string, unique among rules and limits")
 		}
 		switch {
+		case inflight && member(item, "max_in_flight") == nil:
+			d.bad(pre+"max_in_flight", "required: the most requests of a key in flight at once")
+		case inflight:
 		case window && member(item, "limit") == nil:
 			d.bad(pre+"limit", "required: the most a key may take in any span of the window")
 		case window && member(item, "window") == nil:

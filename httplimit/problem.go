@@ -31,6 +31,9 @@ func (res *Result) Problem() *Problem {
 	switch {
 	case res.Allowed:
 		return nil
+	case res.Reason == ReasonCancelled:
+		return &Problem{Type: "about:blank", Title: http.StatusText(res.Status), Status: res.Status,
+			Detail: "The request's wait in line ended before its turn: its client left, or the server is shutting down.", Reason: res.Reason}
 	case res.Status == http.StatusServiceUnavailable:
 		return &Problem{Type: "about:blank", Title: "Service Unavailable", Status: res.Status,
 			Detail: "The rate limiter cannot reach its store, and a rule that applies fails closed.", Reason: res.Reason}
@@ -57,13 +60,26 @@ func (res *Result) Problem() *Problem {
 		limit = fmt.Sprintf("%s allows %s per %s", who, tokens(denier.Burst), denier.Period)
 	case denier.Shape == ShapeStrictWindow:
 		limit = fmt.Sprintf("%s allows %s in any %d s", who, tokens(denier.Burst), denier.Window)
+	case denier.Shape == ShapeConcurrency:
+		limit = fmt.Sprintf("%s allows %s in flight at once, and they are", who, requests(denier.Burst))
 	}
-	if res.Reason == ReasonCostExceedsBurst {
+	switch res.Reason {
+	case ReasonDelayFull:
+		p.Detail = fmt.Sprintf("%s; this request would have waited its turn, but as many requests as the server lets wait are waiting; retry after %d s.", limit, res.RetryAfter)
+	case ReasonCostExceedsBurst:
 		p.Detail = fmt.Sprintf("%s; this request costs %s, more than a burst, so it can never be admitted.", limit, num(denier.Cost))
-	} else {
+	default:
 		p.Detail = fmt.Sprintf("%s; retry after %d s.", limit, res.RetryAfter)
 	}
 	return p
+}
+
+// requests spells n requests.
+func requests(n float64) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return num(n) + " requests"
 }
 
 // WriteProblem writes the headers and the application/problem+json body of

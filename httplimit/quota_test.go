@@ -190,7 +190,7 @@ func TestQuotaErrors(t *testing.T) {
 		{`{"name":"a","quota":5,"period":"month","burst":1}`, "limits[0].burst", "not a burst"},
 		{`{"name":"a","quota":5,"period":"month","anchor_from":{"day":"query:day"}}`, "limits[0].anchor_from.day", "the client cannot set"},
 		{`{"name":"a","quota":5,"period":"week","anchor_from":{"day":"jwt:d"}}`, "limits[0].anchor_from.day", `only a "month" period`},
-		{`{"name":"a","algorithm":"sliding","quota":5,"period":"week"}`, "limits[0].algorithm", `"token_bucket", "calendar_quota" or "strict_window"`},
+		{`{"name":"a","algorithm":"sliding","quota":5,"period":"week"}`, "limits[0].algorithm", `"token_bucket", "calendar_quota", "strict_window" or "concurrency"`},
 	} {
 		doc := `{"rules":[{"name":"r","limit_keys":["global"],"limits":[` + tc.limit + `]}]}`
 		_, err := httplimit.ParseRules([]byte(doc))

@@ -76,6 +76,16 @@ type Rule struct {
 	// is nil: they are then decoded WITHOUT verification, and any client can
 	// claim any tier or tenant. With a verifier it changes nothing.
 	InsecureUnverifiedJWT bool
+	// MaxInFlight makes the rule an in-flight limit ("algorithm":
+	// "concurrency"): at most so many of a key's requests at once, from 1
+	// to 1e6 (maxInFlight). Rate and Burst are then 0, and every request
+	// costs one slot, held until its response is finished. See In-flight
+	// limits in the package documentation.
+	MaxInFlight int
+	// Delay, if its MaxDelay is set, holds a request that the rule's token
+	// buckets cannot cover now until they can, instead of denying it (see
+	// Delay mode in the package documentation).
+	Delay Delay
 
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string
@@ -121,6 +131,10 @@ type Limit struct {
 	Window      time.Duration
 	Slots       int
 
+	// MaxInFlight makes the limit an in-flight limit ("algorithm":
+	// "concurrency"), as Rule.MaxInFlight does.
+	MaxInFlight int
+
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string
 }
@@ -154,6 +168,26 @@ type AnchorFrom struct {
 	// TimeZone is an IANA zone name.
 	TimeZone string
 }
+
+// Delay is a rule's delay mode: what its token buckets cannot cover now
+// waits in line, per key, in the order it came, until they can.
+type Delay struct {
+	// MaxDelay is the longest a request waits: from 1ms to
+	// Options.MaxDelay. A request that would wait longer is denied.
+	MaxDelay time.Duration
+	// Queue bounds what a key's waiting requests hold, in tokens of the
+	// rule's cost (with a cost of 1, how many requests wait at once): a
+	// request that would take the key's waiting tokens past it is denied.
+	// From 0.001 to 1e9; 0 means as many as MaxDelay lets in, MaxDelay
+	// times the rate.
+	Queue float64
+}
+
+// maxInFlight is the largest MaxInFlight.
+const maxInFlight = 1_000_000
+
+// isInFlight reports whether the limit is an in-flight limit.
+func (lm *Limit) isInFlight() bool { return lm.MaxInFlight != 0 }
 
 // isQuota reports whether the limit is a calendar quota.
 func (lm *Limit) isQuota() bool { return lm.Period != "" || lm.Quota != 0 }
@@ -352,8 +386,12 @@ func validateLimitKeys(keys []string, bad badFunc) {
 // returns the largest cost every limit can pass (the smallest burst), and
 // whether every burst is valid, so that it means something.
 func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
+	if r.MaxInFlight != 0 {
+		validateInFlightRule(r, bad)
+		return math.Inf(1), false
+	}
 	if len(r.Limits) == 0 {
-		return r.Burst, validateLimit(r.Rate, r.Burst, r.rateField, "algorithm_config.", bad)
+		return r.Burst, validateLimit(r.Rate, r.Burst, r.rateField, "algorithm_config.", r.Delay.MaxDelay != 0, bad)
 	}
 	if r.Rate != 0 || r.rateField != "" {
 		bad("algorithm_config."+cmp.Or(r.rateField, "tokens_per_second"), "a rule with limits gives the rate in each of them, not beside them")
@@ -371,6 +409,16 @@ func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
 		pre := "limits[" + itoa(j) + "]."
 		validateName(lm.Name, func(field, format string, args ...any) { bad(pre+field, format, args...) })
 		switch {
+		case lm.isInFlight():
+			validateInFlight(lm.MaxInFlight, pre+"max_in_flight", bad)
+			if r.Mode == ModeShadow {
+				bad(pre+"max_in_flight", "a shadow rule's several limits are rate limits: give an in-flight limit in shadow mode a rule of its own")
+			}
+			if lm.Rate != 0 || lm.rateField != "" || lm.Burst != 0 || lm.isQuota() || lm.isWindow() {
+				bad(pre+"max_in_flight", "an in-flight limit has max_in_flight alone: no rate, burst, quota or window")
+				ok = false
+			}
+			continue
 		case lm.isQuota() && lm.isWindow():
 			bad(pre+"window", "a limit is a calendar quota (quota, period) or a strict window (limit, window), not both")
 			ok = false
@@ -388,7 +436,7 @@ func validateLimits(r *Rule, bad badFunc) (costCap float64, ok bool) {
 			costCap = min(costCap, lm.WindowLimit)
 			continue
 		}
-		if !validateLimit(lm.Rate, lm.Burst, lm.rateField, pre, bad) {
+		if !validateLimit(lm.Rate, lm.Burst, lm.rateField, pre, r.Delay.MaxDelay != 0, bad) {
 			ok = false
 		}
 		costCap = min(costCap, lm.Burst)
@@ -506,8 +554,11 @@ func (lm *Limit) calendar() (engine.Calendar, error) {
 
 // validateLimit checks a rate and burst against the engine's domain, with
 // the rules' names for their fields (after prefix), and reports whether
-// the burst is valid.
-func validateLimit(rate, burst float64, rateField, prefix string, bad badFunc) (burstOK bool) {
+// the burst is valid. A burst below the rate is refused, unless the rule
+// smooths (delay): a client of a bucket that holds less than a second's
+// worth would be denied within every second it stays at the rate, while a
+// smoothed request waits instead.
+func validateLimit(rate, burst float64, rateField, prefix string, smooth bool, bad badFunc) (burstOK bool) {
 	rf := prefix + cmp.Or(rateField, "tokens_per_second")
 	rateOK := true
 	burstOK = true
@@ -523,7 +574,7 @@ func validateLimit(rate, burst float64, rateField, prefix string, bad badFunc) (
 			bad(prefix+"burst", "burst/rate must %s, got %s", le.Must, le.Got)
 		}
 	}
-	if rateOK && burstOK && burst < rate {
+	if rateOK && burstOK && burst < rate && !smooth {
 		bad(prefix+"burst", "must be at least the rate (%v), got %v", rate, burst)
 	}
 	return burstOK

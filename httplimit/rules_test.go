@@ -325,7 +325,7 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 			`rule "a" (rules[0]): limit_keys[1]: unknown limit key "cookie:x"`,
 			`rule "a" (rules[0]): limit_keys[2]: header name must be a non-empty HTTP token`,
 			`rule "a" (rules[0]): limit_keys[3]: duplicate limit key "ip:address"`,
-			`rule "a" (rules[0]): algorithm: must be "token_bucket", got "leaky_bucket"`,
+			`rule "a" (rules[0]): algorithm: must be "token_bucket" or "concurrency" (for a rule with one limit; its limits name their own), got "leaky_bucket"`,
 			`rule "a" (rules[0]): algorithm_config.rps: give tokens_per_second or its alias rps, not both`,
 			`rule "a" (rules[0]): algorithm_config.burst: must be at least the rate (10), got 5`,
 			`rule "a" (rules[0]): algorithm_config.cost_source: must be "fixed", "header:<name>" or "query:<name>", got "body"`,

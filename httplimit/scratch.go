@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/faucetgo/faucet/engine"
@@ -24,6 +25,15 @@ type scratch struct {
 	// calendars are the keys' own calendars of the takes that have one:
 	// one per take, then one per shadow take.
 	calendars [maxTakes + maxLimits]engine.Calendar
+	// reservations are the takes of a request that may wait (delay mode);
+	// waiter keeps those not due yet, if it waits.
+	reservations [maxTakes]engine.Reservation
+	waiter       *waiter
+	// slots are the in-flight slots the request holds, nslots of them,
+	// taken at slotsAt.
+	slots   [maxTakes]heldSlot
+	nslots  int
+	slotsAt time.Time
 	// buf is only appended to during a decision, so that the strings a
 	// decision borrowed from it (borrowed) keep their bytes until the
 	// scratch is put back.
@@ -48,6 +58,10 @@ func putScratch(sc *scratch) {
 	clear(sc.takes[:])
 	clear(sc.shadowTake[:])
 	clear(sc.calendars[:])
+	clear(sc.reservations[:])
+	sc.waiter = nil
+	clear(sc.slots[:sc.nslots])
+	sc.nslots = 0
 	if cap(sc.buf) > maxScratchBytes {
 		sc.buf = nil
 	}

@@ -14,7 +14,7 @@ type statser interface {
 // ruleCounters count one rule's decisions; they belong to the rule's name and
 // survive reloads.
 type ruleCounters struct {
-	allowed, nearLimit, denied, shadowDenied, failedOpen, failedClosed, fellBack, refused atomic.Uint64
+	allowed, nearLimit, denied, shadowDenied, failedOpen, failedClosed, fellBack, refused, delayed atomic.Uint64
 }
 
 // allow counts an admitted request, near the limit if it left its bucket
@@ -65,6 +65,12 @@ type RuleStats struct {
 	Evicted    uint64
 	Overflow   uint64
 	HasBuckets bool
+	// Delayed counts the requests the rule admitted after a wait (delay
+	// mode), also counted in Allowed.
+	Delayed uint64
+	// InFlight is how many requests hold a slot of an in-flight limit
+	// now, across its keys.
+	InFlight int64
 }
 
 // Stats returns the counters of the rules in force, in rule order.
@@ -75,7 +81,10 @@ func (l *Middleware) Stats() []RuleStats {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Rule: r.limitOf, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(),
-			Fallback: c.fellBack.Load()}
+			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load()}
+		if r.inflight != nil {
+			s.InFlight = r.inflight.total.Load()
+		}
 		if st, ok := r.lim.(statser); ok {
 			es := st.Stats()
 			s.Live, s.Evicted, s.Overflow, s.HasBuckets = es.Live, es.Evicted, es.Overflow, true
