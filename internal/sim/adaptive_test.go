@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,80 @@ func TestAdaptiveDocQuotesTheSim(t *testing.T) {
 				t.Errorf("docs/adaptive.md lacks the line the simulator prints:\n%s", line)
 			}
 		}
+	}
+}
+
+// Every bad flag of an adaptive run is refused before anything is
+// simulated, exit status 2, with one line that names the flag and what
+// it accepts.
+func TestSimAdaptiveErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--upstream-capacity", "fast"}, `faucet sim: --upstream-capacity fast: want a capacity of 0.001 to 1e9 requests per second, such as 200 or 200/s, got "fast"`},
+		{[]string{"--upstream-capacity", "0"}, `faucet sim: --upstream-capacity 0: want a capacity of 0.001 to 1e9 requests per second, such as 200 or 200/s, got "0"`},
+		{[]string{"--upstream-capacity", "2e9"}, "faucet sim: --upstream-capacity 2e9: want a capacity of 0.001 to 1e9 requests per second, such as 200 or 200/s, got 2e+09/s"},
+		{[]string{"--upstream-capacity", "1000,200"}, `faucet sim: --upstream-capacity: want the capacity at the start and AT=CAPACITY for each change, such as 1000,20s=200,40s=1000; got "1000,200"`},
+		{[]string{"--upstream-capacity", "1000,20=200"}, `faucet sim: --upstream-capacity 20=200: AT: want a duration such as 20s, got "20"`},
+		{[]string{"--upstream-capacity", "1000,0s=200"}, "faucet sim: --upstream-capacity 0s=200: AT must be more than 0 and at most --duration (5s), got 0s"},
+		{[]string{"--upstream-capacity", "1000,6s=200"}, "faucet sim: --upstream-capacity 6s=200: AT must be more than 0 and at most --duration (5s), got 6s"},
+		{[]string{"--upstream-capacity", "1000,2s=200,2s=300"}, "faucet sim: --upstream-capacity 2s=300: 2s is given twice; give one capacity per time"},
+		{[]string{"--upstream-capacity", "1000", "--upstream-timeout", "0s"}, "faucet sim: --upstream-timeout must be more than 0 and at most 1h, got 0s"},
+		{[]string{"--upstream-capacity", "1000", "--adaptive-ceiling", "0"}, "faucet sim: --adaptive-ceiling must be more than 0 and at most 1e9 tokens per second, got 0"},
+		{[]string{"--upstream-capacity", "1000", "--adaptive-ceiling", "2e9"}, "faucet sim: --adaptive-ceiling must be more than 0 and at most 1e9 tokens per second, got 2e+09"},
+		{[]string{"--upstream-capacity", "1000", "--adaptive-floor", "-1"}, "faucet sim: --adaptive-floor must be more than 0 and at most --adaptive-ceiling (1000), got -1"},
+		{[]string{"--upstream-capacity", "1000", "--adaptive-floor", "2000"}, "faucet sim: --adaptive-floor must be more than 0 and at most --adaptive-ceiling (1000), got 2000"},
+		{[]string{"--upstream-capacity", "1000", "--adaptive-floor", "1e-9"}, "faucet sim: --adaptive-floor 1e-09: engine: invalid config: Limit must be between 1/31622400"},
+		{[]string{"--upstream-capacity", "1000", "--latency-target", "0s"}, "faucet sim: --latency-target must be more than 0 and at most 1m, got 0s"},
+		{[]string{"--upstream-capacity", "1000", "--latency-target", "2m"}, "faucet sim: --latency-target must be more than 0 and at most 1m, got 2m0s"},
+		{[]string{"--upstream-capacity", "1000", "--decrease", "1"}, "faucet sim: --decrease must be between 0 and 1, both excluded, got 1"},
+		{[]string{"--upstream-capacity", "1000", "--decrease", "0"}, "faucet sim: --decrease must be between 0 and 1, both excluded, got 0"},
+		{[]string{"--upstream-capacity", "1000", "--increase", "0"}, "faucet sim: --increase must be more than 0 and at most --adaptive-ceiling (1000) tokens per second, got 0"},
+		{[]string{"--upstream-capacity", "1000", "--increase", "1001"}, "faucet sim: --increase must be more than 0 and at most --adaptive-ceiling (1000) tokens per second, got 1001"},
+		{[]string{"--upstream-capacity", "1000", "--rate", "10"}, "faucet sim: --rate, the adaptive rate at the start, must be from --adaptive-floor (50) to --adaptive-ceiling (1000), got 10"},
+		{[]string{"--upstream-capacity", "1000", "--set-limit", "1s=5"}, "faucet sim: --set-limit: an adaptive run (--upstream-capacity) simulates the token bucket alone, its rate set by the controller"},
+		{[]string{"--upstream-capacity", "1000", "--quota", "5"}, "faucet sim: --quota: an adaptive run (--upstream-capacity) simulates the token bucket alone"},
+		{[]string{"--latency-target", "20ms"}, "faucet sim: --latency-target sets the adaptive controller: give --upstream-capacity too"},
+		{[]string{"--adaptive-floor", "20"}, "faucet sim: --adaptive-floor sets the adaptive controller: give --upstream-capacity too"},
+	} {
+		args := append([]string{"--duration", "5s"}, tt.args...)
+		code, out, errs := runArgs(args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errs, tt.msg) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("faucet sim %q: exit %d, stdout %.40q, stderr %q; want exit 2, no output, one line starting %q", args, code, out, errs, tt.msg)
+		}
+	}
+	// The bounds themselves are legal.
+	for _, args := range [][]string{
+		{"--upstream-capacity", "1000", "--adaptive-floor", "1000", "--increase", "1000", "--decrease", "0.999", "--latency-target", "1m"},
+		{"--upstream-capacity", "0.001,1s=1e9", "--adaptive-ceiling", "1", "--adaptive-floor", "1", "--rate", "1", "--load", "2/s"},
+	} {
+		if code, _, errs := runArgs(append([]string{"--duration", "5s"}, args...)...); code != 0 || errs != "" {
+			t.Errorf("faucet sim %q: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// An adaptive run's report: the head names the controller and the
+// upstream; each row has the rate, the capacity, the p99 and the timeouts.
+func TestSimAdaptiveReport(t *testing.T) {
+	code, out, errs := runArgs(convergenceArgs...)
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{
+		"adaptive rate 50/s to 1000/s (from 1000/s), p99 target 50ms, burst 10, load 1500/s (cost 1), 1m30s in steps of 1s\n" +
+			"upstream capacity 1000/s, from 20s 200/s, from 50s 1000/s, timeout 1s\n",
+		"   from     to    sent  admitted  denied  rate/s  capacity/s      p99  timeouts\n",
+		"token bucket: adaptive rate 50/s to 1000/s, burst 10: admitted ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// The interval of the drop: the rate still 1000/s, the capacity 200/s,
+	// the queue filling up to the timeout.
+	if !regexp.MustCompile(`(?m)^\s+20s\s+21s\s+1500\s+\d+\s+\d+\s+1000\s+200\s+[\d.]+ms\s+\d+\s*$`).MatchString(out) {
+		t.Errorf("no row for 20s to 21s with the rate at 1000/s and the capacity at 200/s:\n%s", out)
 	}
 }

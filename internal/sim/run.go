@@ -25,6 +25,13 @@ of the token bucket, or beside it if --rate, --burst or --set-limit is
 given: each shape gets the same load on a limiter of its own, and the
 report and the chart show them side by side. The clock starts at --start.
 
+--upstream-capacity sends the admitted requests to a simulated upstream
+of that capacity, which may change during the run; an adaptive
+controller (package adaptive) then sets the bucket's rate from the
+upstream's p99 latency and timeouts, between --adaptive-floor and
+--adaptive-ceiling, and the report and the chart show the rate, the
+capacity and the latency of each interval.
+
 flags:
 `
 
