@@ -27,18 +27,20 @@ type Controller struct {
 	// rate holds the rate's float64 bits.
 	rate atomic.Uint64
 
-	mu sync.Mutex // Step's; guards what follows
 	// slots is a ring of one slot per step, steps+1 of them: the one being
-	// filled, and the last steps closed.
+	// filled, and the last steps closed. The slice is fixed at New; Observe
+	// adds to slots[cur] with atomics, Step reads and clears them.
 	slots []slot
+
+	mu sync.Mutex // Step's; guards what follows
 	// fresh is the number of closed slots, newest first, that the next
 	// step may judge: those closed since the upstream was last found
 	// unhealthy, at most steps.
 	fresh    int
-	last     time.Time // the last step's time; zero before the first
+	last     time.Time // the last step's time
 	counts   []uint64  // scratch for the merged histogram
 	stats    Stats
-	stepping bool // a Step has run
+	stepping bool // a Step has run: last is set, be it the zero time of a virtual clock
 }
 
 // Stats is what a Controller has done, and what it saw at its last step.
