@@ -241,3 +241,23 @@ func TestObserveAllocs(t *testing.T) {
 		t.Errorf("Observe: %v allocations, want 0", n)
 	}
 }
+
+// A virtual clock from the zero time works as any other: a late
+// observation is still dropped after an unhealthy step.
+func TestZeroTimeClock(t *testing.T) {
+	c := mustNew(t, base)
+	var zero time.Time
+	for i := range 200 {
+		c.Observe(zero.Add(time.Duration(i)*time.Millisecond), time.Second, false)
+	}
+	if r, _ := c.Step(zero.Add(time.Second)); r != 140 {
+		t.Fatalf("rate %g, want 140", r)
+	}
+	for i := range 200 {
+		c.Observe(zero.Add(time.Duration(i)*time.Millisecond), time.Second, false) // late
+		c.Observe(zero.Add(time.Second+time.Duration(i)*time.Millisecond), time.Millisecond, false)
+	}
+	if r, _ := c.Step(zero.Add(2 * time.Second)); r != 160 {
+		t.Errorf("rate %g after late slow and fresh fast observations, want 160", r)
+	}
+}
