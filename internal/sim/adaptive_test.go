@@ -97,6 +97,20 @@ func TestAdaptiveDocQuotesTheSim(t *testing.T) {
 			}
 		}
 	}
+	// And the rows it quotes are the simulator's.
+	row := regexp.MustCompile(`^\s+\d+s\s+\d+s\s+1500\s`)
+	rows := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if row.MatchString(line) {
+			rows++
+			if !strings.Contains(out, line+"\n") {
+				t.Errorf("docs/adaptive.md quotes a row the simulator does not print:\n%s", line)
+			}
+		}
+	}
+	if rows < 10 {
+		t.Errorf("docs/adaptive.md quotes %d rows of the run, want the 13 around the drop", rows)
+	}
 }
 
 // Every bad flag of an adaptive run is refused before anything is
