@@ -7,8 +7,9 @@
 // virtual clock and prints, per interval, how many were admitted and
 // denied and the tokens left; --set-limit changes the rate during the run,
 // --quota and --window-limit run a calendar quota and a strict window
-// instead of the token bucket or beside it, and --svg draws the same as a
-// chart (sim --help for the flags).
+// instead of the token bucket or beside it, --upstream-capacity lets an
+// adaptive controller set the rate from a simulated upstream's health,
+// and --svg draws the same as a chart (sim --help for the flags).
 package main
 
 import (

@@ -25,6 +25,13 @@ of the token bucket, or beside it if --rate, --burst or --set-limit is
 given: each shape gets the same load on a limiter of its own, and the
 report and the chart show them side by side. The clock starts at --start.
 
+--upstream-capacity sends the admitted requests to a simulated upstream
+of that capacity, which may change during the run; an adaptive
+controller (package adaptive) then sets the bucket's rate from the
+upstream's p99 latency and timeouts, between --adaptive-floor and
+--adaptive-ceiling, and the report and the chart show the rate, the
+capacity and the latency of each interval.
+
 flags:
 `
 
@@ -74,6 +81,15 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&window.span, "window", 0, "the strict window's span, 1s to 8784h (366 days)")
 	fs.IntVar(&window.slots, "slots", 0, "the parts the window is counted in, 1 to 64 (default 16)")
 	fs.StringVar(&start, "start", defaultStart, "the instant the virtual clock starts at, RFC 3339")
+	var ad adaptiveFlags
+	fs.StringVar(&ad.capacity, "upstream-capacity", "", "send the admitted requests to an upstream that answers `CAPACITY` requests a second, "+
+		"changing at AT=CAPACITY, such as 1000,20s=200,40s=1000; an adaptive controller then sets the bucket's rate from its latency and timeouts")
+	fs.DurationVar(&ad.timeout, "upstream-timeout", time.Second, "how long a request waits for the upstream before it counts as a timeout, up to 1h")
+	fs.Float64Var(&ad.floor, "adaptive-floor", 0, "the lowest rate the controller sets, tokens per second (default --adaptive-ceiling/20)")
+	fs.Float64Var(&ad.ceiling, "adaptive-ceiling", 0, "the highest rate the controller sets, tokens per second, up to 1e9 (default the highest --upstream-capacity)")
+	fs.DurationVar(&ad.target, "latency-target", 50*time.Millisecond, "the upstream's p99 latency above which the controller decreases the rate, up to 1m")
+	fs.Float64Var(&ad.decrease, "decrease", 0, "the factor of a decrease, between 0 and 1 (default 0.7)")
+	fs.Float64Var(&ad.increase, "increase", 0, "what a healthy step adds to the rate, tokens per second (default --adaptive-ceiling/50)")
 	if code, ok := cli.ParseFlags(fs, fmt.Sprintf(usage, name), args, stdout, stderr); !ok {
 		return code
 	}
@@ -92,6 +108,18 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	for _, f := range []string{"window", "slots"} {
 		if given[f] && !given["window-limit"] {
 			errs = append(errs, fmt.Errorf("--%s sets a strict window: give --window-limit too", f))
+		}
+	}
+	for _, f := range adaptiveFlagNames {
+		if given[f] && !given["upstream-capacity"] {
+			errs = append(errs, fmt.Errorf("--%s sets the adaptive controller: give --upstream-capacity too", f))
+		}
+	}
+	if given["upstream-capacity"] {
+		for _, f := range []string{"quota", "window-limit", "set-limit"} {
+			if given[f] {
+				errs = append(errs, fmt.Errorf("--%s: an adaptive run (--upstream-capacity) simulates the token bucket alone, its rate set by the controller", f))
+			}
 		}
 	}
 	cfg.bucket = given["rate"] || given["burst"] || len(changes) > 0
@@ -118,6 +146,21 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	if cfg.rate, cfg.rateText, err = parseRate(rate); err != nil {
 		fmt.Fprintf(stderr, "%s: --rate: %v\n", name, err)
 		return 2
+	}
+	if given["upstream-capacity"] {
+		if cfg.adaptive, err = parseAdaptive(ad, given, cfg.duration, cfg.burst); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
+		}
+		c := &cfg.adaptive.ctl
+		if !given["rate"] {
+			cfg.rate, cfg.rateText = c.Ceiling, fmtRate(c.Ceiling)+"/s"
+		} else if !(cfg.rate >= c.Floor && cfg.rate <= c.Ceiling) {
+			fmt.Fprintf(stderr, "%s: --rate, the adaptive rate at the start, must be from --adaptive-floor (%s) to --adaptive-ceiling (%s), got %s\n",
+				name, fmtFloat(c.Floor), fmtFloat(c.Ceiling), fmtFloat(cfg.rate))
+			return 2
+		}
+		c.Initial = cfg.rate
 	}
 	if cfg.load, cfg.loadText, err = parseLoad(load); err != nil {
 		fmt.Fprintf(stderr, "%s: --load: %v\n", name, err)

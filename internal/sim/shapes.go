@@ -120,6 +120,9 @@ func (cfg simConfig) hasBucket() bool {
 
 // bucketTitle is the token bucket's title.
 func (cfg simConfig) bucketTitle() string {
+	if a := cfg.adaptive; a != nil {
+		return "token bucket: adaptive rate " + fmtRate(a.ctl.Floor) + "/s to " + fmtRate(a.ctl.Ceiling) + "/s, burst " + strconv.FormatFloat(cfg.burst, 'g', -1, 64)
+	}
 	rate := cfg.rateText
 	if len(cfg.changes) > 0 {
 		rate += " (changes marked)"

@@ -37,6 +37,9 @@ type simConfig struct {
 	// pauses are the spans in which the client sends nothing (--pause),
 	// in time order.
 	pauses []pause
+	// adaptive has a controller set the token bucket's rate from a
+	// simulated upstream's health (--upstream-capacity); nil for none.
+	adaptive *adaptiveConfig
 }
 
 // pause is one --pause: no requests from from to to (into the
@@ -105,6 +108,8 @@ type simInterval struct {
 	// would read as a full token on a drained bucket: the refill reaches
 	// one token exactly when the next interval's first request takes it.
 	tokensLeft float64
+	// up is what the upstream did, in an adaptive run.
+	up upstreamRow
 }
 
 // sent is the interval's requests.
@@ -118,7 +123,8 @@ type simSample struct {
 
 // simResult is a run of each shape, in the order of simConfig.shapes.
 type simResult struct {
-	runs []shapeRun
+	runs     []shapeRun
+	adaptive *adaptiveRun // an adaptive run's controller and upstream, or nil
 }
 
 // shapeRun is what one shape did with the load.
@@ -186,7 +192,9 @@ func (c simConfig) warnings() []string {
 	if c.cost > c.burst {
 		out = append(out, fmt.Sprintf("--cost %g is above --burst %g: the bucket never holds that many tokens, so every request will be denied", c.cost, c.burst))
 	}
-	if c.burst < c.rate {
+	// An adaptive run's rate moves, and a burst as large as it would let
+	// a second's worth of requests into the upstream's queue at once.
+	if c.burst < c.rate && c.adaptive == nil {
 		out = append(out, c.burstBelow("--rate "+c.rateText, c.rate))
 	}
 	for _, ch := range c.changes {
@@ -298,8 +306,20 @@ func simulate(cfg simConfig) (simResult, error) {
 	}()
 	clock := cfg.start
 	pending := cfg.changes
-	// until applies the changes at or before at.
+	var ad *adaptiveRun
+	if cfg.adaptive != nil {
+		if ad, err = newAdaptiveRun(cfg); err != nil {
+			return simResult{}, err
+		}
+	}
+	// until applies the changes at or before at, and in an adaptive run
+	// the controller's steps and the upstream's completions.
 	until := func(at time.Duration) error {
+		if ad != nil {
+			if err := ad.until(at, shapes[0].setLimit); err != nil {
+				return err
+			}
+		}
 		for ; len(pending) > 0 && pending[0].at <= at; pending = pending[1:] {
 			for _, s := range shapes {
 				if s.setLimit == nil {
@@ -312,7 +332,7 @@ func simulate(cfg simConfig) (simResult, error) {
 		}
 		return nil
 	}
-	res := simResult{runs: make([]shapeRun, len(shapes))}
+	res := simResult{runs: make([]shapeRun, len(shapes)), adaptive: ad}
 	rows := make([]simInterval, len(shapes))
 	for k, s := range shapes {
 		res.runs[k] = shapeRun{kind: s.kind, title: s.title}
@@ -330,6 +350,9 @@ func simulate(cfg simConfig) (simResult, error) {
 			row := rows[k]
 			if row.sent() == 0 {
 				row.tokensLeft = s.left(clock.Add(row.end))
+			}
+			if ad != nil {
+				row.up = ad.row(row.start)
 			}
 			res.runs[k].intervals = append(res.runs[k].intervals, row)
 			rows[k] = simInterval{start: end, end: min(end+cfg.interval, cfg.duration)}
@@ -360,6 +383,9 @@ func simulate(cfg simConfig) (simResult, error) {
 				admitted[k] = append(admitted[k], 0)
 			}
 			if d.Allowed {
+				if ad != nil {
+					ad.up.send(at)
+				}
 				row.admitted++
 				admitted[k][n/64] |= 1 << (n % 64)
 			} else {
@@ -378,6 +404,9 @@ func simulate(cfg simConfig) (simResult, error) {
 	}
 	for k := range res.runs {
 		res.runs[k].most = mostInSpan(admitted[k], n, cfg.at, cfg.span())
+	}
+	if ad != nil {
+		ad.stats = ad.ctl.Stats()
 	}
 	return res, nil
 }
@@ -413,6 +442,10 @@ func mostInSpan(admitted []uint64, n int, at func(int) time.Duration, span time.
 // report writes the run: for one shape a table of its intervals, for more
 // a table of them side by side; then a summary line for each.
 func report(w io.Writer, cfg simConfig, res simResult) {
+	if cfg.adaptive != nil {
+		reportAdaptive(w, cfg, res)
+		return
+	}
 	if len(res.runs) == 1 && res.runs[0].kind == bucketShape {
 		fmt.Fprintf(w, "rate %s, burst %g, load %s (cost %g), %s in steps of %s\n",
 			cfg.rateText, cfg.burst, cfg.loadText, cfg.cost, shortDuration(cfg.duration), shortDuration(cfg.interval))

@@ -16,7 +16,10 @@ func drawChart(cfg simConfig, res simResult, path string) error {
 		return err
 	}
 	write := newStack(cfg, res).writeSVG
-	if len(res.runs) == 1 && res.runs[0].kind == bucketShape {
+	switch {
+	case cfg.adaptive != nil:
+		write = newAdaptiveChart(cfg, res).writeSVG
+	case len(res.runs) == 1 && res.runs[0].kind == bucketShape:
 		write = newChart(cfg, res.runs[0]).writeSVG
 	}
 	if err := write(f); err != nil {
@@ -170,6 +173,84 @@ func (st *stack) writeSVG(w io.Writer) error {
 	s.text((plotLeft+plotRight)/2, st.height-8, "middle", axisSize, st.xLabel)
 	s.w.WriteString("</svg>\n")
 	return s.w.Flush()
+}
+
+// writeSVG writes the adaptive chart as an SVG document.
+func (c *adaptiveChart) writeSVG(w io.Writer) error {
+	s := svgWriter{bufio.NewWriter(w)}
+	s.header(chartWidth, chartHeight)
+	s.rect(box{0, 0, chartWidth, chartHeight}, "fill:#fff")
+	s.text((plotLeft+plotRight)/2, 18, "middle", fitSize(c.title, titleSize, plotRight-plotLeft), c.title)
+	for i, p := range []panel{c.counts, c.latency} {
+		s.pauses(p, c.pauses)
+		for _, t := range p.xTicks {
+			s.line(p.x(t.value), p.area.minY, p.x(t.value), p.area.maxY, gridStyle)
+		}
+		for _, t := range p.yTicks {
+			s.line(p.area.minX, p.y(t.value), p.area.maxX, p.y(t.value), gridStyle)
+		}
+		if i == 0 {
+			// One time axis for both: only the bottom panel labels it.
+			p.xTicks = unlabelled(p.xTicks)
+		}
+		s.axes(p)
+	}
+
+	top := c.counts
+	for _, b := range c.bars {
+		if b.count == 0 {
+			continue
+		}
+		// A stroke of the fill's colour closes the hairline seams that
+		// antialiasing leaves between bars side by side.
+		color := admitLight
+		if b.denied {
+			color = denyColor
+		}
+		s.rectPath(box{top.x(b.from), top.y(b.count), top.x(b.to), top.area.maxY}, "fill:"+color+";stroke:"+color+";stroke-width:0.4")
+	}
+	// The capacity over the rate: where they are equal, its dashes still
+	// show.
+	s.polyline(top, c.rate, rateStyle)
+	s.polyline(top, c.capacity, capacityStyle)
+	for i, name := range c.countsNames {
+		sw, y := swatch(c.countsLegend, i)
+		mid := (sw.minY + sw.maxY) / 2
+		switch i {
+		case 0:
+			s.rectPath(sw, "fill:"+admitLight)
+		case 1:
+			s.rectPath(sw, "fill:"+denyColor)
+		case 2:
+			s.line(sw.minX, mid, sw.maxX, mid, rateStyle)
+		default:
+			s.line(sw.minX, mid, sw.maxX, mid, capacityStyle)
+		}
+		s.text(sw.maxX+swatchGap, y+legendRow-3, "start", fontSize, name)
+	}
+
+	bottom := c.latency
+	s.line(bottom.area.minX, bottom.y(c.target), bottom.area.maxX, bottom.y(c.target), targetStyle)
+	s.polyline(bottom, c.p99, p99Style)
+	for i, name := range c.latencyNames {
+		sw, y := swatch(c.latencyLegend, i)
+		mid := (sw.minY + sw.maxY) / 2
+		style := p99Style
+		if i == 1 {
+			style = targetStyle
+		}
+		s.line(sw.minX, mid, sw.maxX, mid, style)
+		s.text(sw.maxX+swatchGap, y+legendRow-3, "start", fontSize, name)
+	}
+	s.text((plotLeft+plotRight)/2, chartHeight-8, "middle", axisSize, c.xLabel)
+	s.w.WriteString("</svg>\n")
+	return s.w.Flush()
+}
+
+// swatch is the sample of row i of a legend, and the row's top.
+func swatch(legend box, i int) (box, float64) {
+	y := legend.minY + float64(i)*legendRow
+	return box{legend.minX, y + 2, legend.minX + swatchWidth, y + legendRow - 2}, y
 }
 
 // pauses shades the client's pauses in p.
