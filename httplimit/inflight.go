@@ -162,6 +162,23 @@ func validateInFlightRule(r *Rule, bad badFunc) {
 	}
 }
 
+// validateCheckOnly refuses the in-flight limits of rules that are only
+// checked: nothing would ever release their slots.
+func validateCheckOnly(rules []Rule, p *problems) {
+	const why = "an in-flight limit needs to see its requests end, and this server only checks them (the check API): serve them through the proxy (--upstream) or the gRPC interceptors"
+	for i := range rules {
+		r := &rules[i]
+		if r.MaxInFlight != 0 {
+			p.add(r.Name, i, "algorithm", "%s", why)
+		}
+		for j := range r.Limits {
+			if r.Limits[j].isInFlight() {
+				p.add(r.Name, i, "limits["+itoa(j)+"].algorithm", "%s", why)
+			}
+		}
+	}
+}
+
 // validateInFlight checks max_in_flight.
 func validateInFlight(n int, field string, bad badFunc) {
 	if n < 1 || n > maxInFlight {

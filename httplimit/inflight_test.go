@@ -298,4 +298,14 @@ func TestInFlightRuleErrors(t *testing.T) {
 	}
 }
 
+// A Middleware that only checks refuses in-flight limits: their slots
+// would never be released.
+func TestInFlightRefusedCheckOnly(t *testing.T) {
+	rules, _ := httplimit.ParseRules([]byte(inFlightRules))
+	err := httplimit.Validate(rules, httplimit.Options{CheckOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "algorithm: an in-flight limit needs to see its requests end") {
+		t.Errorf("Validate with CheckOnly: %v", err)
+	}
+}
+
 var _ = errors.New

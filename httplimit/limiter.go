@@ -147,6 +147,10 @@ type Options struct {
 	// 0 means 4096; at most 1e6. Each waiting request holds its
 	// connection: a server keeps it well under its connection cap.
 	MaxWaiting int
+	// CheckOnly says that the Middleware only decides (Check, the check
+	// API), and serves no request itself: it then refuses in-flight limits
+	// when rules load, as it could never know when a request ends.
+	CheckOnly bool
 }
 
 // options is Options with defaults applied.
@@ -167,6 +171,7 @@ type options struct {
 	invalidPaths   atomic.Uint64 // requests refused for their path
 	maxDelay       time.Duration
 	maxWaiting     int
+	checkOnly      bool
 	// sleep waits in delay mode; tests replace it to run on a virtual
 	// clock.
 	sleep func(context.Context, time.Duration) error
@@ -179,6 +184,7 @@ func (o Options) resolve() (*options, error) {
 	r.onDeny = o.OnDeny
 	r.paths = o.Paths
 	r.maxDelay, r.maxWaiting, r.sleep = cmp.Or(o.MaxDelay, defaultMaxDelay), cmp.Or(o.MaxWaiting, defaultMaxWaiting), sleep
+	r.checkOnly = o.CheckOnly
 	if r.maxDelay < time.Millisecond || r.maxDelay > maxMaxDelay {
 		return nil, fmt.Errorf("httplimit: Options.MaxDelay must be from 1ms to 1h, got %v", o.MaxDelay)
 	}
@@ -584,6 +590,9 @@ func checkRules(in []Rule, o *options) ([]Rule, error) {
 	validateMethods(rules, &p)
 	validateHosts(rules, &p)
 	validateDelays(rules, o.maxDelay, &p)
+	if o.checkOnly {
+		validateCheckOnly(rules, &p)
+	}
 	return rules, p.err()
 }
 
