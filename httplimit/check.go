@@ -275,6 +275,14 @@ func (l *Middleware) decide(r *http.Request, sc *scratch, override float64, dire
 		// Assigned whole: the policy is the scratch's, not a new one.
 		*p = Policy{Name: ru.Name, Rule: ru.limitOf, Period: ru.period, Shape: ru.shape(), Mode: ru.Mode, Rate: ru.Rate, Burst: ru.Burst, policy: ru.policy,
 			quoted: ru.quoted, denial: ru.denial, Quota: quota(ru.Burst), Window: ru.window()}
+		if ru.adapt != nil {
+			p.Rate = ru.adapt.c.Rate()
+			p.Window = window(p.Rate, ru.Burst)
+			if !ru.shadow && sc.nobs < len(sc.observers) {
+				sc.observers[sc.nobs] = ru.adapt
+				sc.nobs++
+			}
+		}
 		if ru.head != ru {
 			// The rule's later limits share its key, cost and verdict.
 			prev := &res.Policies[i-1]
@@ -374,7 +382,7 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 		}
 	}
 	for j, i := range idx {
-		res.Policies[i].set(out[j], applied[i].Rate)
+		res.Policies[i].set(out[j], res.Policies[i].Rate)
 		res.Policies[i].Fallback = fellBack
 	}
 	if denied < 0 {
@@ -429,8 +437,8 @@ func (l *Middleware) observe(q *request, now time.Time, res *Result, parts []*ru
 		}
 		return
 	}
-	for j, ru := range parts {
-		ps[j].set(out[j], ru.Rate)
+	for j := range parts {
+		ps[j].set(out[j], ps[j].Rate)
 		ps[j].Fallback = err != nil
 	}
 	if n == 0 {

@@ -172,7 +172,7 @@ func (l *Middleware) reserve(q *request, now time.Time, res *Result, applied []*
 		if res.Policies[i].Unknown {
 			continue
 		}
-		res.Policies[i].set(out[j], applied[i].Rate)
+		res.Policies[i].set(out[j], res.Policies[i].Rate)
 	}
 	if denied < 0 {
 		for _, i := range idx {

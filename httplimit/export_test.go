@@ -28,3 +28,7 @@ func InFlightKeys(l *Middleware) int {
 	}
 	return n
 }
+
+// StepAdaptive steps the adaptive rules at now, as the loop does every
+// second.
+func StepAdaptive(l *Middleware, now time.Time) { l.stepAdaptive(now) }

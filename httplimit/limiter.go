@@ -247,7 +247,12 @@ type Middleware struct {
 	// inflight holds the in-flight counts of each in-flight limit, by
 	// limit ID, kept across reloads; guarded by mu.
 	inflight map[string]*inFlight
-	closed   bool // guarded by mu
+	// adaptive holds the controllers of adaptive rules, by limit ID, kept
+	// across reloads; guarded by mu. stopAdapt and adapted stop and end
+	// the loop that steps them, started with the first (nil before).
+	adaptive           map[string]*ruleAdaptive
+	stopAdapt, adapted chan struct{}
+	closed             bool // guarded by mu
 
 	// waiting counts the requests waiting in delay mode; waitFull those
 	// denied because MaxWaiting waited, waitCancelled those whose wait
@@ -295,6 +300,8 @@ type rule struct {
 	// wait is how long a request may wait for this token bucket's tokens
 	// (delay mode), 0 if it may not.
 	wait time.Duration
+	// adapt is an adaptive rule's controller, nil for others.
+	adapt *ruleAdaptive
 	// head is the first limit of the rule, whose parts are all of them
 	// (itself first): a rule applies, and is taken from, as a whole.
 	head     *rule
@@ -320,7 +327,8 @@ func New(rules []Rule, opts Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, inflight: map[string]*inFlight{}, values: newHeaderValues()}
+	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, inflight: map[string]*inFlight{},
+		adaptive: map[string]*ruleAdaptive{}, values: newHeaderValues()}
 	if o.store == nil {
 		if opts.Now == nil {
 			l.ownStore = NewMemoryStore(MemoryOptions{})
@@ -382,8 +390,14 @@ func (l *Middleware) Close() error {
 	return l.closeStore()
 }
 
-// closeStore stops the default store's sweeping and closes it.
+// closeStore stops the adaptive rates' steps and the default store's
+// sweeping, and closes the store.
 func (l *Middleware) closeStore() error {
+	if l.stopAdapt != nil {
+		close(l.stopAdapt)
+		<-l.adapted
+		l.stopAdapt = nil
+	}
 	if l.stopSweep != nil {
 		close(l.stopSweep)
 		<-l.swept
@@ -466,6 +480,7 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 	set := &ruleSet{borrow: true, source: rules}
 	groupIndex := map[string]int{}
 	inflight := map[string]*inFlight{}
+	ctrls := map[string]*ruleAdaptive{}
 	for i := range rules {
 		parts := limitsOf(&rules[i])
 		for _, r := range parts {
@@ -482,6 +497,16 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 				continue
 			}
 			r.spec = engine.Spec{ID: limitID(&r.Rule), Name: r.Name, Limit: engine.Limit(r.Rate), Burst: r.Burst}
+			if r.Adaptive != (Adaptive{}) {
+				if err := l.adaptiveOf(r, ctrls); err != nil {
+					for _, done := range set.rules {
+						l.release1(done)
+					}
+					return nil, err
+				}
+				// Bound at the rate it reached, not at its ceiling.
+				r.spec.Limit = engine.Limit(r.adapt.c.Rate())
+			}
 			switch {
 			case r.period != "":
 				r.spec = engine.QuotaSpec(r.spec.ID, r.Name, r.Burst, r.cal)
@@ -558,6 +583,10 @@ func (l *Middleware) compileLocked(in []Rule) (*ruleSet, error) {
 		}
 	}
 	l.inflight = inflight
+	l.adaptive = ctrls
+	if len(ctrls) > 0 {
+		l.startAdapting()
+	}
 	return set, nil
 }
 
@@ -704,8 +733,11 @@ func (r *rule) compileParts() {
 		r.policy = r.quoted + ";q=" + strconv.Itoa(r.MaxInFlight) + `;qu="concurrent-requests"`
 	}
 	r.denial = newDenialBody(r.Name, r.limitOf, r.Rate, r.Burst)
-	if r.shape() != "" {
+	if r.shape() != "" || r.Adaptive != (Adaptive{}) {
 		r.denial = nil // written by writeProblemSlow
+	}
+	if r.Adaptive != (Adaptive{}) {
+		r.policy = "" // its w follows the rate: written per request
 	}
 }
 

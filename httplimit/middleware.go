@@ -46,7 +46,7 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		res.writeHeaders(w.Header(), l.values)
-		if res.Delay == 0 && sc.nslots == 0 {
+		if res.Delay == 0 && sc.nslots == 0 && sc.nobs == 0 {
 			// Given back before next runs, however long that takes: the
 			// headers are written, and nothing refers to sc any more.
 			putScratch(sc)
@@ -57,12 +57,15 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// serveHeld serves an admitted request that must wait its turn or holds
-// in-flight slots, whose headers are written: it waits, then runs next,
-// then gives the slots back.
+// serveHeld serves an admitted request that must wait its turn, holds
+// in-flight slots or is watched by adaptive rules, whose headers are
+// written: it waits, then runs next, then gives the slots back and
+// reports the response.
 func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scratch, res Result, next http.Handler) {
 	var held [maxTakes]heldSlot
 	slots := held[:copy(held[:], sc.slots[:sc.nslots])]
+	var watched [maxTakes]*ruleAdaptive
+	cs := watched[:copy(watched[:], sc.observers[:sc.nobs])]
 	at, waiter := sc.slotsAt, sc.waiter
 	sc.nslots = 0 // the slots are held here now
 	putScratch(sc)
@@ -74,7 +77,14 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 		cancelled.writeProblemSlow(w, l.values)
 		return
 	}
-	next.ServeHTTP(w, r)
+	if len(cs) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	o := &observer{ResponseWriter: w, now: l.opts.now}
+	start := l.opts.now()
+	next.ServeHTTP(o, r)
+	l.observeUpstream(r, o, start, cs)
 }
 
 // Admit decides on r as Handler does, for a caller that serves the

@@ -118,6 +118,8 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 			d.config(m.value, r, member(v, "limits") != nil, concurrency(v))
 		case "delay":
 			d.delay(m.value, &r.Delay)
+		case "adaptive":
+			d.adaptive(m.value, &r.Adaptive)
 		case "limits":
 			r.Limits = d.limits(m.value)
 		case "match":
@@ -129,7 +131,7 @@ func (d *ruleDecoder) rule(v *jvalue, r *Rule) {
 		case "insecure_unverified_jwt":
 			r.InsecureUnverifiedJWT = d.boolean("insecure_unverified_jwt", m.value)
 		default:
-			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, limits, match, mode, fail_mode, insecure_unverified_jwt, delay")
+			d.bad(m.name, "unknown field; a rule has name, limit_keys, algorithm, algorithm_config, limits, match, mode, fail_mode, insecure_unverified_jwt, delay, adaptive")
 		}
 	}
 	if member(v, "name") == nil {
@@ -240,6 +242,47 @@ func (d *ruleDecoder) whole(field string, v *jvalue) int {
 		return -1
 	}
 	return int(x)
+}
+
+// adaptive reads a rule's adaptive rate.
+func (d *ruleDecoder) adaptive(v *jvalue, out *Adaptive) {
+	if v.kind != jObject {
+		d.bad("adaptive", "must be an object with floor and latency_target, got %v", v.kind)
+		return
+	}
+	for _, m := range v.members {
+		field := "adaptive." + m.name
+		switch m.name {
+		case "floor":
+			out.Floor = d.num(field, m.value)
+		case "latency_target":
+			s := d.str(field, m.value)
+			if m.value.kind != jString {
+				continue
+			}
+			x, err := time.ParseDuration(s)
+			if err != nil || x <= 0 {
+				d.bad(field, `must be a span such as "200ms", got %s`, quote(s))
+				continue
+			}
+			out.LatencyTarget = x
+		case "percentile":
+			out.Percentile = d.num(field, m.value)
+		case "error_rate":
+			out.ErrorRate = d.num(field, m.value)
+		case "decrease":
+			out.Decrease = d.num(field, m.value)
+		case "increase":
+			out.Increase = d.num(field, m.value)
+		default:
+			d.bad(field, "unknown field; adaptive has floor, latency_target, percentile, error_rate, decrease, increase")
+		}
+	}
+	for _, f := range []string{"floor", "latency_target"} {
+		if member(v, f) == nil {
+			d.bad("adaptive."+f, "required")
+		}
+	}
 }
 
 // delay reads a rule's delay: max_delay, a span such as "500ms", and

@@ -86,6 +86,9 @@ type Rule struct {
 	// buckets cannot cover now until they can, instead of denying it (see
 	// Delay mode in the package documentation).
 	Delay Delay
+	// Adaptive, if its Floor is set, lets the rule's rate follow the
+	// health of the responses it lets through, with Rate as the ceiling.
+	Adaptive Adaptive
 
 	// rateField is the JSON spelling the rate came with, for messages.
 	rateField string
@@ -344,6 +347,7 @@ func validateRule(r *Rule, i int, p *problems) {
 	validateName(r.Name, bad)
 	validateLimitKeys(r.LimitKeys, bad)
 	costCap, capOK := validateLimits(r, bad)
+	validateAdaptive(r, bad)
 	validateCostSource(r, bad)
 	validateCosts(r, costCap, capOK, bad)
 	validateMatch(r.Match, bad)

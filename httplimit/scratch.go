@@ -34,6 +34,10 @@ type scratch struct {
 	slots   [maxTakes]heldSlot
 	nslots  int
 	slotsAt time.Time
+	// observers are the adaptive rules that applied, nobs of them: the
+	// response is reported to them.
+	observers [maxTakes]*ruleAdaptive
+	nobs      int
 	// buf is only appended to during a decision, so that the strings a
 	// decision borrowed from it (borrowed) keep their bytes until the
 	// scratch is put back.
@@ -62,6 +66,8 @@ func putScratch(sc *scratch) {
 	sc.waiter = nil
 	clear(sc.slots[:sc.nslots])
 	sc.nslots = 0
+	clear(sc.observers[:sc.nobs])
+	sc.nobs = 0
 	if cap(sc.buf) > maxScratchBytes {
 		sc.buf = nil
 	}

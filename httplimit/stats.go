@@ -71,6 +71,9 @@ type RuleStats struct {
 	// InFlight is how many requests hold a slot of an in-flight limit
 	// now, across its keys.
 	InFlight int64
+	// Rate is the rule's rate now, tokens per second: an adaptive rule's
+	// moves between its floor and its own rate.
+	Rate float64
 }
 
 // Stats returns the counters of the rules in force, in rule order.
@@ -81,7 +84,7 @@ func (l *Middleware) Stats() []RuleStats {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Rule: r.limitOf, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(),
-			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load()}
+			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load(), Rate: r.rate()}
 		if r.inflight != nil {
 			s.InFlight = r.inflight.total.Load()
 		}
