@@ -35,3 +35,40 @@ func TestReadmeRules(t *testing.T) {
 	}
 	m.Close()
 }
+
+// Every rule, rules file and limit shown in docs/rules.md loads: a rule
+// of each kind, in memory.
+func TestRulesDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(doc), "```json\n")[1:]
+	if len(blocks) < 7 {
+		t.Fatalf("docs/rules.md shows %d JSON blocks, want at least 7", len(blocks))
+	}
+	for _, b := range blocks {
+		block, _, _ := strings.Cut(b, "```")
+		doc := block
+		switch {
+		case strings.Contains(block, `"rules"`):
+		case strings.Contains(block, `"limit_keys"`):
+			doc = `{"rules":[` + block + `]}`
+		default: // one limit
+			doc = `{"rules":[{"name":"r","limit_keys":["global"],"limits":[` + block + `]}]}`
+		}
+		rules, err := httplimit.ParseRules([]byte(doc))
+		if err != nil {
+			t.Errorf("docs/rules.md block\n%s: %v", block, err)
+			continue
+		}
+		m, err := httplimit.New(rules, httplimit.Options{JWT: nil})
+		if err != nil && !strings.Contains(err.Error(), "JWT") && !strings.Contains(err.Error(), "jwt") {
+			t.Errorf("docs/rules.md block\n%s: New: %v", block, err)
+			continue
+		}
+		if m != nil {
+			m.Close()
+		}
+	}
+}
