@@ -75,3 +75,24 @@ func TestReserveWithinAllocs(t *testing.T) {
 		t.Errorf("ReserveWithin allocates %v times per call, want 0", n)
 	}
 }
+
+// A clone is the reservation: cancelling it gives the tokens back, once.
+func TestReservationClone(t *testing.T) {
+	e := newEngine(t, engine.Config{Limit: 10, Burst: 1})
+	e.AllowAt(at(0), "k", 1)
+	var r engine.Reservation
+	e.ReserveWithin(&r, at(0), "k", 1, time.Second)
+	c := r.Clone()
+	r = engine.Reservation{} // the caller's memory, reused
+	if !c.OK() || c.DelayFrom(at(0)) != 100*time.Millisecond {
+		t.Fatalf("clone: OK %v, delay %v; want OK, 100ms", c.OK(), c.DelayFrom(at(0)))
+	}
+	c.CancelAt(at(0))
+	c.CancelAt(at(0))
+	if d := e.AllowAt(at(100*time.Millisecond), "k", 1); !d.Allowed {
+		t.Errorf("take at 100ms after cancelling the clone = %+v, want allowed", d)
+	}
+	if d := e.AllowAt(at(100*time.Millisecond), "k", 1); d.Allowed {
+		t.Errorf("a second take at 100ms = %+v, want denied: the clone gave back once", d)
+	}
+}
