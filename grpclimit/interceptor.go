@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -43,6 +44,23 @@ type Options struct {
 // (httplimit.CanonicalPath) is refused with InvalidArgument: grpc-go itself
 // routes such a name to no registered method, but would hand it as written
 // to a handler of unknown services.
+//
+// Under an in-flight limit ("algorithm": "concurrency") a call holds its
+// slot from its admission until its handler returns: a unary call while
+// its handler runs (or until it panics, so that a recovery interceptor
+// outside this one leaves no slot held), a stream for its whole life. A
+// long-lived stream is one call in flight until it ends, so the limit
+// bounds open streams, not messages; a client that cancels its stream
+// frees the slot once the handler sees the context end and returns. A
+// call the limit denies is ResourceExhausted, its RetryInfo an estimate
+// from how long calls have lately held their slots.
+//
+// Under a rule in delay mode a call over the rate waits its turn before
+// its handler runs, and its wait counts against its deadline. A call whose
+// context ends while it waits gives its tokens back and fails with
+// Canceled, or DeadlineExceeded if its deadline passed; one that would
+// wait while httplimit.Options.MaxWaiting calls wait already is
+// ResourceExhausted. Both shapes need the Middleware's in-memory store.
 type Limiter struct {
 	m    *httplimit.Middleware
 	opts Options
@@ -54,38 +72,61 @@ func New(m *httplimit.Middleware, opts Options) *Limiter {
 	return &Limiter{m: m, opts: opts}
 }
 
-// UnaryServerInterceptor checks every unary call before its handler runs.
+// UnaryServerInterceptor admits every unary call before its handler runs,
+// and holds its in-flight slots until the handler returns or panics.
 func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.check(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
+		done, err := l.admit(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+		// Deferred: a recovery interceptor outside this one may keep the
+		// server alive through a handler's panic, and the slots must not
+		// outlive the call.
+		defer done()
+		if err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
 	}
 }
 
-// StreamServerInterceptor checks every stream once, when it opens.
+// StreamServerInterceptor admits every stream once, when it opens, and
+// holds its in-flight slots until the handler returns: for the stream's
+// whole life.
 func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := l.check(ss.Context(), info.FullMethod, ss.SetHeader); err != nil {
+		done, err := l.admit(ss.Context(), info.FullMethod, ss.SetHeader)
+		defer done()
+		if err != nil {
 			return err
 		}
 		return handler(srv, ss)
 	}
 }
 
-// check decides a call, sets the RateLimit fields as header metadata, and
-// returns the status of a refusal: ResourceExhausted with a RetryInfo
-// detail for a denial, InvalidArgument for a cost the rules refuse,
-// Unavailable when the store failed under fail_mode closed.
-func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) error {
+// admit decides a call, waits its turn under a rule in delay mode, sets
+// the RateLimit fields as header metadata, and returns the function that
+// gives back its in-flight slots (never nil) and the status of a refusal:
+// ResourceExhausted with a RetryInfo detail for a denial (a rate, an
+// in-flight limit, or a full delay queue), InvalidArgument for a cost the
+// rules refuse, Canceled or DeadlineExceeded for a call whose context
+// ended while it waited, Unavailable when the store failed under fail_mode
+// closed.
+func (l *Limiter) admit(ctx context.Context, fullMethod string, setHeader func(metadata.MD) error) (done func(), err error) {
 	if !canonicalMethod(fullMethod) {
 		// grpc-go routes a registered method by its exact name; a handler
 		// of unknown methods (a proxy) gets the name as the client wrote
 		// it, which must then be the one the rules judged.
-		return status.Errorf(codes.InvalidArgument, "method name %q is not of the form /service/method in canonical spelling", fullMethod)
+		return nothing, status.Errorf(codes.InvalidArgument, "method name %q is not of the form /service/method in canonical spelling", fullMethod)
 	}
-	res := l.m.Check(l.request(ctx, fullMethod))
+	res, done := l.m.Admit(l.request(ctx, fullMethod))
+	return done, refusal(ctx, &res, setHeader)
+}
+
+// nothing is the done of a call refused before the rules saw it.
+func nothing() {}
+
+// refusal sets res's RateLimit fields as header metadata and returns the
+// status of the call, nil if res admitted it.
+func refusal(ctx context.Context, res *httplimit.Result, setHeader func(metadata.MD) error) error {
 	h := http.Header{}
 	res.WriteHeaders(h)
 	if len(h) > 0 {
@@ -98,8 +139,8 @@ func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(m
 	if res.Allowed {
 		return nil
 	}
-	switch res.Status {
-	case http.StatusTooManyRequests:
+	switch {
+	case res.Status == http.StatusTooManyRequests:
 		st := status.New(codes.ResourceExhausted, fmt.Sprintf("rate limited by %s (%s)", res.DeniedBy, res.Reason))
 		if res.RetryAfter > 0 {
 			if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(res.RetryAfter) * time.Second)}); err == nil {
@@ -107,8 +148,16 @@ func (l *Limiter) check(ctx context.Context, fullMethod string, setHeader func(m
 			}
 		}
 		return st.Err()
-	case http.StatusBadRequest:
+	case res.Status == http.StatusBadRequest:
 		return status.Errorf(codes.InvalidArgument, "rate limit rule %s: %s", res.DeniedBy, res.Detail)
+	case res.Reason == httplimit.ReasonCancelled:
+		// The client left, or its deadline passed, while the call waited
+		// its turn: the call's own status, not the store's.
+		code := codes.Canceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			code = codes.DeadlineExceeded
+		}
+		return status.Error(code, "call ended while it waited its turn under a rule in delay mode")
 	default:
 		return status.Errorf(codes.Unavailable, "rate limit store unavailable (%s)", res.Reason)
 	}

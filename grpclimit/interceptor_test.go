@@ -34,9 +34,17 @@ func serve(t testing.TB, rules string, opts grpclimit.Options) healthpb.HealthCl
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	l := grpclimit.New(m, opts)
 	g := grpc.NewServer(grpc.UnaryInterceptor(l.UnaryServerInterceptor()), grpc.StreamInterceptor(l.StreamServerInterceptor()))
 	healthpb.RegisterHealthServer(g, health.NewServer())
+	return healthpb.NewHealthClient(listen(t, g))
+}
+
+// listen runs g on loopback until the test ends, and returns a client
+// connection to it.
+func listen(t testing.TB, g *grpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +54,8 @@ func serve(t testing.TB, rules string, opts grpclimit.Options) healthpb.HealthCl
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close(); g.Stop(); m.Close() })
-	return healthpb.NewHealthClient(conn)
+	t.Cleanup(func() { conn.Close(); g.Stop() })
+	return conn
 }
 
 const perPeer = `{"rules": [{"name": "per-peer", "limit_keys": ["ip:address"], "algorithm_config": {"rps": 1, "burst": 2}}]}`
