@@ -20,7 +20,7 @@ out=${OUT:-results/$(date -u +%Y-%m-%d)-$commit-held.txt}
 mkdir -p "$(dirname "$out")"
 {
 	echo "recorded: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	echo "note: BenchmarkDelayWaiting's goroutines start at Handler; a server's start in net/http, whose frames their stacks add to"
+	echo "note: BenchmarkDelayWaiting serves its 10,000 requests through net/http, one in-memory connection each; heap bytes are live objects (HeapAlloc), stack bytes the stack spans in use"
 	echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out"
 (cd .. && go test -run '^$' -bench '^BenchmarkHandlerHeld$' -benchmem -count "$count" ./httplimit/) | tee -a "$out"
