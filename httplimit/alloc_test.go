@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,47 @@ func TestWriteProblemAllocations(t *testing.T) {
 					t.Errorf("%s: %v allocations per denial, want at most %v", tc.name, allocs, tc.want)
 				}
 				t.Logf("%s: %v allocations", tc.name, allocs)
+			}
+		})
+	}
+}
+
+// Under an in-flight limit or in delay mode, an admitted request that
+// does not wait costs the Handler no allocation either, as long as its
+// key has another request in flight (its first allocates its entry in the
+// in-flight table): the rule sets of BenchmarkHandlerHeld, with a request
+// of the key held open where the rule has an in-flight limit.
+func TestHandlerAllocationsHeld(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop a quarter of what is put back")
+	}
+	for _, rs := range heldRuleSets {
+		t.Run(rs.name, func(t *testing.T) {
+			l, c := newLimiter(t, rs.doc, httplimit.Options{})
+			release := make(chan struct{})
+			h := l.Handler(heldNext(release))
+			held := strings.Contains(rs.doc, "max_in_flight")
+			if held {
+				holdOpen(t, h, release)
+			}
+			r := req("192.0.2.1:1", "/")
+			w := &discardWriter{h: http.Header{}}
+			allocs := testing.AllocsPerRun(100, func() {
+				c.Add(time.Second)
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			})
+			if w.code != 0 || w.h.Get("RateLimit") == "" {
+				t.Fatalf("status %d, RateLimit %q: want admitted", w.code, w.h.Get("RateLimit"))
+			}
+			if held && httplimit.InFlightKeys(l) != 1 {
+				t.Fatalf("%d keys in flight, want the held one's", httplimit.InFlightKeys(l))
+			}
+			if s := l.DelayStats(); s.Waiting != 0 {
+				t.Fatalf("%d requests wait, want none", s.Waiting)
+			}
+			if allocs != 0 {
+				t.Errorf("%v allocations per admitted request (held open: %v), want 0", allocs, held)
 			}
 		})
 	}

@@ -23,6 +23,10 @@ var scripts = []struct {
 		"(cd .. && go test -run '^$' -bench '^BenchmarkCheckCold$//^cache=dram$' -benchtime 100x -benchmem -count 10 ./httplimit/)",
 		"(cd .. && go test -run '^$' -bench '^BenchmarkWriteProblem$' -benchmem -count 10 ./httplimit/)",
 	}},
+	{"held.sh", []string{"-held.txt"}, []string{
+		"(cd .. && go test -run '^$' -bench '^BenchmarkHandlerHeld$' -benchmem -count 10 ./httplimit/)",
+		"(cd .. && go test -run '^$' -bench '^BenchmarkDelayWaiting$' -benchtime 1x -count 10 ./httplimit/)",
+	}},
 	{"redis.sh", []string{"-redis.txt"}, []string{
 		"FAUCET_REDIS_ADDR=127.0.0.1:PORT go test -run '^$' -bench '^BenchmarkRedis$' -count 10 -timeout 0 .",
 		"FAUCET_REDIS_ADDR=127.0.0.1:PORT go test -run '^$' -bench '^BenchmarkLeased$' -count 10 -timeout 0 .",

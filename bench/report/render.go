@@ -55,6 +55,7 @@ var methods = map[string]string{
 	httpHeading:        "http-edge",
 	checkHeading:       "http-edge",
 	shapesHeading:      "shapes-of-limit",
+	heldHeading:        "delay-mode-and-in-flight-limits",
 	profileHeading:     "http-edge",
 	fastProfileHeading: "http-edge",
 	redisHeading:       "redis-store",
@@ -127,7 +128,7 @@ func render(prefix string, sum []summaryRow) ([]byte, error) {
 	}
 	dir := filepath.Dir(prefix)
 	for _, sec := range []func(string) (string, error){
-		shapesSection, httpSection, redisSection, leasedSection, rlsSection, postgresSection,
+		shapesSection, heldSection, httpSection, redisSection, leasedSection, rlsSection, postgresSection,
 		leasedPostgresSection, auditSection, sharedloadSection,
 	} {
 		s, err := sec(dir)
