@@ -3,6 +3,7 @@ package httplimit
 import (
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // Handler returns next behind the limiter: every request is checked; an
@@ -53,7 +54,7 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		l.serveHeld(w, r, sc, res, next)
+		l.serveHeld(w, r, sc, res.Delay, next)
 	})
 }
 
@@ -61,7 +62,10 @@ func (l *Middleware) Handler(next http.Handler) http.Handler {
 // in-flight slots or is watched by adaptive rules, whose headers are
 // written: it waits, then runs next, then gives the slots back and
 // reports the response.
-func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scratch, res Result, next http.Handler) {
+//
+// Its frame is kept small, the Result left behind: a request waits on the
+// stack of its connection's goroutine, which a larger frame can make grow.
+func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scratch, delay time.Duration, next http.Handler) {
 	var held [maxTakes]heldSlot
 	slots := held[:copy(held[:], sc.slots[:sc.nslots])]
 	var watched [maxTakes]*ruleAdaptive
@@ -72,9 +76,8 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 	if len(slots) > 0 {
 		defer func() { releaseAll(slots, l.opts.now().Sub(at)) }()
 	}
-	if res.Delay > 0 && !l.await(r.Context(), waiter, res.Delay) {
-		cancelled := Result{Status: http.StatusServiceUnavailable, Reason: ReasonCancelled, Headers: l.opts.headers}
-		cancelled.writeProblemSlow(w, l.values)
+	if delay > 0 && !l.await(r.Context(), waiter, delay) {
+		l.writeCancelled(w)
 		return
 	}
 	if len(cs) == 0 {
@@ -85,6 +88,14 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 	start := l.opts.now()
 	next.ServeHTTP(o, r)
 	l.observeUpstream(r, o, start, cs)
+}
+
+// writeCancelled answers a request whose wait ended with its context.
+//
+//go:noinline
+func (l *Middleware) writeCancelled(w http.ResponseWriter) {
+	cancelled := Result{Status: http.StatusServiceUnavailable, Reason: ReasonCancelled, Headers: l.opts.headers}
+	cancelled.writeProblemSlow(w, l.values)
 }
 
 // Admit decides on r as Handler does, for a caller that serves the
