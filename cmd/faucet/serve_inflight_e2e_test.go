@@ -177,6 +177,10 @@ func TestServeInFlightLimit(t *testing.T) {
 			t.Errorf("failing upstream: %d, %v; want 500 or 429", a.status, a.err)
 		}
 	}
+	// The 500s were answered before their slots were given back.
+	if v := pollMetric(t, p, inFlight, func(v float64) bool { return v == 0 }); v != 0 {
+		t.Fatalf("%s %v after the 500s, want 0", inFlight, v)
+	}
 	up.mode.Store(int32(upstreamHang))
 	hung := 0
 	for _, a := range together(16, client, p.url("/hang")) {
