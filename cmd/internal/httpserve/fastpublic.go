@@ -17,7 +17,8 @@ import (
 // Public's own, run on the request's net/http view (requestView); an
 // admitted request is then forwarded by fastProxy, or, if it is an upgrade
 // the gate allowed, by Public's own proxy on the connection fasthttp hands
-// over (fastUpgrade). The function returned closes the proxy's idle upstream connections.
+// over (fastUpgrade), while the limiter holds its in-flight slots. The
+// function returned closes the proxy's idle upstream connections.
 func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, m *metrics.Metrics, logs *logthrottle.Set) (fasthttp.RequestHandler, func()) {
 	if upstream == nil {
 		check := lim.CheckHandler()
@@ -35,22 +36,11 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 	proxy, closeProxy := newFastProxy(upstream, f, m, logs)
 	tunnels := newTunnels(f, m)
 	upgrades, t, _, _ := reverseProxy(upstream, f, lim, m, logs, tunnels)
-	// admit is where an admitted request leaves net/http's types: it marks
-	// the view, and fastHandler forwards it once the limiter returned.
+	// admit is where an admitted request leaves net/http's types: it is
+	// forwarded from within the limiter's handler, which holds the
+	// request's in-flight slots until the upstream has answered.
 	admit := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.(*fastWriter).passed = r
-	})
-	limited := lim.Handler(tunnels.gate(admit))
-	return fastHandler(f, func(e *requestView) {
-		if e.r.URL.Path == "/healthz" {
-			serveHealth(&e.w)
-			return
-		}
-		limited.ServeHTTP(&e.w, e.r)
-		r := e.w.passed
-		if r == nil {
-			return
-		}
+		e := w.(*fastWriter).view
 		ctx := e.w.ctx
 		if r.Context().Value(tunnelKey{}) != nil {
 			fastUpgrade(ctx, upgrades, r, e.w.h, ctx.Time().Add(f.WriteTimeout))
@@ -59,6 +49,14 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		writeDeadline(ctx, f)
 		e.forward(r)
 		proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r))
+	})
+	limited := lim.Handler(tunnels.gate(admit))
+	return fastHandler(f, func(e *requestView) {
+		if e.r.URL.Path == "/healthz" {
+			serveHealth(&e.w)
+			return
+		}
+		limited.ServeHTTP(&e.w, e.r)
 	}), func() { closeProxy(); t.CloseIdleConnections() }
 }
 

@@ -40,6 +40,7 @@ type requestView struct {
 var viewPool = sync.Pool{New: func() any {
 	v := &requestView{r: new(http.Request), hdr: make(http.Header, 16)}
 	v.w.h = make(http.Header, 8)
+	v.w.view = v
 	return v
 }}
 
@@ -317,15 +318,15 @@ type fastWriter struct {
 	ctx   *fasthttp.RequestCtx
 	h     http.Header
 	wrote bool
-	// passed is the request the limiter passed on, to be proxied with
-	// the fields of h: its path is the canonical one.
-	passed *http.Request
+	// view is the request view the writer is part of, which the
+	// limiter's next handler forwards.
+	view *requestView
 }
 
 func (w *fastWriter) reset(ctx *fasthttp.RequestCtx) {
 	w.ctx = ctx
 	clear(w.h)
-	w.wrote, w.passed = false, nil
+	w.wrote = false
 }
 
 func (w *fastWriter) Header() http.Header { return w.h }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -31,6 +32,8 @@ type Metrics struct {
 	TunnelsClosed  *prometheus.CounterVec
 
 	decisions, fallback, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
+	// Delay mode and in-flight limits.
+	delayWaiting, delayFull, delayCancelled, delayed, inFlight *prometheus.Desc
 	// The rate-limit service's request-carried limits.
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
@@ -105,6 +108,18 @@ func New() *Metrics {
 		invalidPaths: prometheus.NewDesc("faucet_invalid_paths_total",
 			"Requests answered 400 because their path has no canonical form (%00, a malformed escape, and unless the --path flags allow them %2F, %5C, \\, ;); they take no token.",
 			nil, nil),
+		delayWaiting: prometheus.NewDesc("faucet_delay_waiting",
+			"Requests waiting their turn under rules in delay mode now, each holding its connection: at most --max-waiting.", nil, nil),
+		delayFull: prometheus.NewDesc("faucet_delay_full_total",
+			"Requests that would have waited in delay mode, answered 429 (delay_full) because --max-waiting requests waited already; not in faucet_decisions_total.",
+			nil, nil),
+		delayCancelled: prometheus.NewDesc("faucet_delay_cancelled_total",
+			"Requests whose client left while they waited in delay mode: their tokens were given back.", nil, nil),
+		delayed: prometheus.NewDesc("faucet_delayed_total",
+			"Requests per rule in delay mode admitted after a wait; also counted as allowed in faucet_decisions_total.", []string{"rule"}, nil),
+		inFlight: prometheus.NewDesc("faucet_in_flight",
+			"Requests per in-flight limit (\"algorithm\": \"concurrency\") holding a slot now, across its keys: admitted and not yet answered.",
+			[]string{"rule"}, nil),
 	}
 	m.rateLimit = rateLimitDescs()
 	m.lastOK.Set(float64(time.Now().Unix()))
@@ -190,6 +205,11 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.rlsOverridesRefused
 	ch <- m.invalidPaths
 	ch <- m.fallback
+	ch <- m.delayWaiting
+	ch <- m.delayFull
+	ch <- m.delayCancelled
+	ch <- m.delayed
+	ch <- m.inFlight
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -221,7 +241,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // collectHTTP emits the counters of the HTTP rules, and adds their
 // envoyproxy/ratelimit counters to series.
 func (m *Metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string][5]uint64) {
+	delays, inFlight := kinds(m.lim.Rules())
 	for _, s := range m.lim.Stats() {
+		if delays[cmp.Or(s.Rule, s.Name)] {
+			ch <- prometheus.MustNewConstMetric(m.delayed, prometheus.CounterValue, float64(s.Delayed), s.Name)
+		}
+		if inFlight[s.Name] {
+			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		}
 		for _, c := range []struct {
 			result string
 			n      uint64
@@ -246,6 +273,32 @@ func (m *Metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string]
 		ch <- prometheus.MustNewConstMetric(m.jwtRejected, prometheus.CounterValue, float64(c.n), c.reason)
 	}
 	ch <- prometheus.MustNewConstMetric(m.invalidPaths, prometheus.CounterValue, float64(m.lim.InvalidPaths()))
+	d := m.lim.DelayStats()
+	ch <- prometheus.MustNewConstMetric(m.delayWaiting, prometheus.GaugeValue, float64(d.Waiting))
+	ch <- prometheus.MustNewConstMetric(m.delayFull, prometheus.CounterValue, float64(d.Full))
+	ch <- prometheus.MustNewConstMetric(m.delayCancelled, prometheus.CounterValue, float64(d.Cancelled))
+}
+
+// kinds returns the names of the rules in delay mode, and those of the
+// in-flight limits (a rule's, or a limit's among a rule's several): the
+// rules whose Stats the delay and in-flight series are exported for.
+func kinds(rules []httplimit.Rule) (delays, inFlight map[string]bool) {
+	delays, inFlight = map[string]bool{}, map[string]bool{}
+	for i := range rules {
+		r := &rules[i]
+		if r.Delay.MaxDelay != 0 {
+			delays[r.Name] = true
+		}
+		if r.MaxInFlight != 0 {
+			inFlight[r.Name] = true
+		}
+		for _, lm := range r.Limits {
+			if lm.MaxInFlight != 0 {
+				inFlight[lm.Name] = true
+			}
+		}
+	}
+	return delays, inFlight
 }
 
 // addSeries adds a key's counters to its series under

@@ -24,7 +24,7 @@ func (s *server) startJWT(opts *httplimit.Options, rules []httplimit.Rule) error
 		opts.JWT, s.jwtVerified = v, true
 		s.closers.add(loggedClose(s.log, "JWT verifier", v.Close))
 	}
-	if err := httplimit.Validate(rules, *opts); err != nil {
+	if err := s.explainDelayBound(httplimit.Validate(rules, *opts)); err != nil {
 		if !s.jwtVerified && usesJWT(rules) {
 			// The library's message names Options.JWT; say what serve has.
 			return fmt.Errorf("%s: %w\n  (verify tokens with --jwt-jwks-file, --jwt-jwks-url or %s)", s.cfg.RulesName(), err, settings.JWTSecretEnv)

@@ -19,7 +19,7 @@ func rulesFile(path string) reload.Source[[]httplimit.Rule] {
 func (s *server) rulesFileReloader(d reload.Digest) *reload.Reloader[[]httplimit.Rule] {
 	path := s.cfg.Rules
 	return reload.New(rulesFile(path), d, reload.Handler[[]httplimit.Rule]{
-		Apply: s.lim.Reload,
+		Apply: func(rules []httplimit.Rule) error { return s.explainDelayBound(s.lim.Reload(rules)) },
 		Loaded: func(rules []httplimit.Rule) {
 			s.metrics.Reloaded(true)
 			s.log.Info("reloaded rules", "rules", len(rules), "file", path)

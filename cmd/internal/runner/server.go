@@ -109,7 +109,7 @@ func (s *server) build(opts httplimit.Options, in inputs) error {
 	if cfg.Listen != "" {
 		lim, err := httplimit.New(in.rules, opts)
 		if err != nil {
-			return err
+			return s.explainDelayBound(err)
 		}
 		s.lim = lim
 		s.closers.add(loggedClose(s.log, "rate limiter", lim.Close))

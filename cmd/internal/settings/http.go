@@ -18,6 +18,8 @@ type HTTP struct {
 	UpstreamTimeout   time.Duration
 	MaxHeaderBytes    int
 	MaxConns          int
+	// MaxWaiting is --max-waiting as given: 0 for its default.
+	MaxWaiting int
 	// Engine is the HTTP server of the public listener: EngineNetHTTP
 	// or EngineFastHTTP.
 	Engine string
@@ -69,6 +71,7 @@ func (f *HTTP) register(fs *flag.FlagSet) {
 		"it waits up to --read-header-timeout for one to close (64 at most wait; a client refused gets 503). The cap and the\n"+
 		"policy apply to the --rls listener too, on its own. Default: half the open-file limit (ulimit -n) less 240 (or a\n"+
 		"quarter of a smaller one) for stores and files, at most 10000, as each proxied request holds a second descriptor, to the upstream")
+	f.registerDelay(fs)
 	fs.StringVar(&f.Engine, "http-engine", EngineNetHTTP, "HTTP server of the public listener: nethttp (Go's net/http) or fasthttp, which spends less CPU\n"+
 		"per request; the admin listener always runs on nethttp. See docs/serve.md for what differs")
 	fs.StringVar(&f.Upgrade, "upgrade", "", "comma-separated `LIST` of protocols (such as websocket) a proxied request may switch to with Upgrade;\n"+
@@ -123,6 +126,7 @@ func (f *HTTP) problems(proxy bool) []string {
 	if f.Engine != EngineNetHTTP && f.Engine != EngineFastHTTP {
 		problems = append(problems, fmt.Sprintf("--http-engine: must be nethttp or fasthttp, got %q", f.Engine))
 	}
+	problems = append(problems, f.delayProblems(proxy)...)
 	return append(problems, f.upgradeProblems(proxy)...)
 }
 

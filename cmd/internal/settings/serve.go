@@ -167,6 +167,7 @@ func (s *Serve) Options() (httplimit.Options, []string) {
 		problems = append(problems, fmt.Sprintf("--log-format: must be text or json, got %q", s.LogFormat))
 	}
 	problems = append(problems, s.HTTP.problems(s.Upstream != "")...)
+	s.HTTP.delayOptions(&opts, s.Upstream != "")
 	problems = append(problems, s.Redis.problems(s.Postgres.DSN)...)
 	problems = append(problems, s.Postgres.problems(s.Redis.Addrs)...)
 	problems = append(problems, s.JWT.problems()...)
