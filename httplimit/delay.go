@@ -84,7 +84,7 @@ func (r *rule) delayOn(lim engine.Limiter) error {
 		return nil
 	}
 	if _, ok := lim.(*engine.Engine); !ok {
-		return fmt.Errorf("httplimit: rule %q: delay mode reserves tokens ahead, which only the in-memory store can; this store's limiter is a %T", r.ruleName(), lim)
+		return fmt.Errorf("delay mode reserves tokens ahead, which only the in-memory store can; this store's limiter is a %T", lim)
 	}
 	r.wait = r.waitBound()
 	return nil

@@ -74,6 +74,11 @@ type RuleStats struct {
 	// Rate is the rule's rate now, tokens per second: an adaptive rule's
 	// moves between its floor and its own rate.
 	Rate float64
+	// Shape is the limit's shape, as Policy.Shape names it ("" for a
+	// token bucket). Delay reports a rule in delay mode, Adaptive one whose
+	// rate adapts.
+	Shape           string
+	Delay, Adaptive bool
 }
 
 // Stats returns the counters of the rules in force, in rule order.
@@ -84,7 +89,8 @@ func (l *Middleware) Stats() []RuleStats {
 		c := r.counters
 		s := RuleStats{Name: r.Name, Rule: r.limitOf, Mode: r.Mode, Allowed: c.allowed.Load(), NearLimit: c.nearLimit.Load(), Denied: c.denied.Load(),
 			ShadowDenied: c.shadowDenied.Load(), Refused: c.refused.Load(), FailedOpen: c.failedOpen.Load(), FailedClosed: c.failedClosed.Load(),
-			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load(), Rate: r.rate()}
+			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load(), Rate: r.rate(), Shape: r.shape(),
+			Delay: r.Delay.MaxDelay != 0, Adaptive: r.adapt != nil}
 		if r.inflight != nil {
 			s.InFlight = r.inflight.total.Load()
 		}

@@ -40,7 +40,7 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 	// forwarded from within the limiter's handler, which holds the
 	// request's in-flight slots until the upstream has answered.
 	admit := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e := w.(*fastWriter).view
+		e := requestViewOf(w)
 		ctx := e.w.ctx
 		if r.Context().Value(tunnelKey{}) != nil {
 			fastUpgrade(ctx, upgrades, r, e.w.h, ctx.Time().Add(f.WriteTimeout))
@@ -49,6 +49,12 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		writeDeadline(ctx, f)
 		e.forward(r)
 		proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r))
+		if w != &e.w {
+			// A writer around the view (an adaptive rule's) learns the
+			// status the upstream answered, which fasthttp already holds.
+			e.w.wrote = true
+			w.WriteHeader(ctx.Response.StatusCode())
+		}
 	})
 	limited := lim.Handler(tunnels.gate(admit))
 	return fastHandler(f, func(e *requestView) {
@@ -58,6 +64,21 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		}
 		limited.ServeHTTP(&e.w, e.r)
 	}), func() { closeProxy(); t.CloseIdleConnections() }
+}
+
+// requestViewOf is the request view behind w: the limiter may have wrapped the
+// view's writer (http.ResponseController's Unwrap).
+func requestViewOf(w http.ResponseWriter) *requestView {
+	for {
+		switch x := w.(type) {
+		case *fastWriter:
+			return x.view
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic("httpserve: the limiter passed on a writer that is not the request's view")
+		}
+	}
 }
 
 // fastHandler runs serve on each request's net/http view; a request

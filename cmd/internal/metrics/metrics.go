@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"cmp"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -33,7 +32,7 @@ type Metrics struct {
 
 	decisions, fallback, live, evictions, overflow, jwtRejected, invalidPaths *prometheus.Desc
 	// Delay mode and in-flight limits.
-	delayWaiting, delayFull, delayCancelled, delayed, inFlight *prometheus.Desc
+	delayWaiting, delayFull, delayCancelled, delayed, inFlight, adaptiveRate *prometheus.Desc
 	// The rate-limit service's request-carried limits.
 	rlsOverrides, rlsOverridesEvicted, rlsOverridesRefused *prometheus.Desc
 	// rateLimit holds the counters envoyproxy/ratelimit exports, by the
@@ -117,6 +116,9 @@ func New() *Metrics {
 			"Requests whose client left while they waited in delay mode: their tokens were given back.", nil, nil),
 		delayed: prometheus.NewDesc("faucet_delayed_total",
 			"Requests per rule in delay mode admitted after a wait; also counted as allowed in faucet_decisions_total.", []string{"rule"}, nil),
+		adaptiveRate: prometheus.NewDesc("faucet_adaptive_rate",
+			"The rate in force of each adaptive rule, tokens per second: between its floor and its own rate, following the upstream's latency and errors.",
+			[]string{"rule"}, nil),
 		inFlight: prometheus.NewDesc("faucet_in_flight",
 			"Requests per in-flight limit (\"algorithm\": \"concurrency\") holding a slot now, across its keys: admitted and not yet answered.",
 			[]string{"rule"}, nil),
@@ -210,6 +212,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.delayCancelled
 	ch <- m.delayed
 	ch <- m.inFlight
+	ch <- m.adaptiveRate
 	for _, d := range m.rateLimit {
 		ch <- d
 	}
@@ -241,13 +244,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // collectHTTP emits the counters of the HTTP rules, and adds their
 // envoyproxy/ratelimit counters to series.
 func (m *Metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string][5]uint64) {
-	delays, inFlight := kinds(m.lim.Rules())
 	for _, s := range m.lim.Stats() {
-		if delays[cmp.Or(s.Rule, s.Name)] {
+		if s.Delay {
 			ch <- prometheus.MustNewConstMetric(m.delayed, prometheus.CounterValue, float64(s.Delayed), s.Name)
 		}
-		if inFlight[s.Name] {
+		if s.Shape == httplimit.ShapeConcurrency {
 			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Name)
+		}
+		if s.Adaptive {
+			ch <- prometheus.MustNewConstMetric(m.adaptiveRate, prometheus.GaugeValue, s.Rate, s.Name)
 		}
 		for _, c := range []struct {
 			result string
@@ -277,28 +282,6 @@ func (m *Metrics) collectHTTP(ch chan<- prometheus.Metric, series map[[3]string]
 	ch <- prometheus.MustNewConstMetric(m.delayWaiting, prometheus.GaugeValue, float64(d.Waiting))
 	ch <- prometheus.MustNewConstMetric(m.delayFull, prometheus.CounterValue, float64(d.Full))
 	ch <- prometheus.MustNewConstMetric(m.delayCancelled, prometheus.CounterValue, float64(d.Cancelled))
-}
-
-// kinds returns the names of the rules in delay mode, and those of the
-// in-flight limits (a rule's, or a limit's among a rule's several): the
-// rules whose Stats the delay and in-flight series are exported for.
-func kinds(rules []httplimit.Rule) (delays, inFlight map[string]bool) {
-	delays, inFlight = map[string]bool{}, map[string]bool{}
-	for i := range rules {
-		r := &rules[i]
-		if r.Delay.MaxDelay != 0 {
-			delays[r.Name] = true
-		}
-		if r.MaxInFlight != 0 {
-			inFlight[r.Name] = true
-		}
-		for _, lm := range r.Limits {
-			if lm.MaxInFlight != 0 {
-				inFlight[lm.Name] = true
-			}
-		}
-	}
-	return delays, inFlight
 }
 
 // addSeries adds a key's counters to its series under

@@ -52,7 +52,8 @@ func TestDelayAndInFlightSeries(t *testing.T) {
 	rules, err := httplimit.ParseRules([]byte(`{"rules":[
 	  {"name":"slow","limit_keys":["ip:address"],"algorithm_config":{"rps":20,"burst":1},"delay":{"max_delay":"2s"}},
 	  {"name":"conc","limit_keys":["path"],"algorithm":"concurrency","algorithm_config":{"max_in_flight":5}},
-	  {"name":"plain","limit_keys":["header:x-key"],"algorithm_config":{"rps":5,"burst":10}}]}`))
+	  {"name":"plain","limit_keys":["header:x-key"],"algorithm_config":{"rps":5,"burst":10}},
+	  {"name":"upstream","limit_keys":["global"],"algorithm_config":{"rps":500,"burst":500},"adaptive":{"floor":50,"latency_target":"100ms"}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +74,11 @@ faucet_delayed_total{rule="slow"} 0
 # HELP faucet_in_flight Requests per in-flight limit ("algorithm": "concurrency") holding a slot now, across its keys: admitted and not yet answered.
 # TYPE faucet_in_flight gauge
 faucet_in_flight{rule="conc"} 0
+# HELP faucet_adaptive_rate The rate in force of each adaptive rule, tokens per second: between its floor and its own rate, following the upstream's latency and errors.
+# TYPE faucet_adaptive_rate gauge
+faucet_adaptive_rate{rule="upstream"} 500
 `
-	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "faucet_delay_waiting", "faucet_delayed_total", "faucet_in_flight"); err != nil {
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "faucet_delay_waiting", "faucet_delayed_total", "faucet_in_flight", "faucet_adaptive_rate"); err != nil {
 		t.Error(err)
 	}
 	for _, name := range []string{"faucet_delay_full_total", "faucet_delay_cancelled_total"} {
