@@ -18,29 +18,37 @@ CREATE {{unlogged}}TABLE IF NOT EXISTS {{table_slots}} (
 -- name: slots_acquire
 -- slots_acquire takes one of k's slots for holder h if fewer than max_n
 -- are held, for ttl_us microseconds, and returns whether it did and how
--- many are held after (or, denied, are held). A holder that holds is renewed
--- and admitted without a second slot. Acquires of one key take turns on
--- an advisory lock of the key's hash, held to the end of the transaction,
--- and read the clock and count the rows once they have it: under READ
--- COMMITTED each statement then sees every slot an earlier acquire
--- committed, so the count is exact however many instances acquire.
--- Expired rows of k are deleted on the way, locked in holder order as
--- slots_renew locks them, so that the two never deadlock.
+-- many are held after (or, denied, are held). A holder that holds is
+-- renewed and admitted without a second slot. Acquires of one key take
+-- turns on an advisory lock of the key's hash, held to the end of the
+-- transaction, and read the clock and count the rows once they have it:
+-- under READ COMMITTED each statement then sees every slot an earlier
+-- acquire committed, so the count is exact however many instances
+-- acquire. The rows it changes, k's expired ones (deleted on the way) and
+-- h's, it locks first, in holder order, as slots_renew locks rows, so
+-- that the two never deadlock.
 CREATE OR REPLACE FUNCTION {{table_slots_acquire}}(k bytea, h bytea, max_n integer, ttl_us bigint,
 	OUT ok boolean, OUT held integer)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
 	now_us bigint;
+	r record;
+	mine boolean := false;
 BEGIN
 {{isolation_check}}
 	PERFORM pg_advisory_xact_lock(hashtext('faucet in-flight slots'), hashtext(encode(k, 'hex')));
 	now_us := floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;
-	DELETE FROM {{table_slots}} s USING (
-		SELECT holder FROM {{table_slots}} WHERE key = k AND expires <= now_us ORDER BY holder FOR UPDATE
-	) x WHERE s.key = k AND s.holder = x.holder;
+	FOR r IN SELECT holder, expires FROM {{table_slots}} WHERE key = k AND (expires <= now_us OR holder = h)
+		ORDER BY holder FOR UPDATE LOOP
+		IF r.expires <= now_us THEN
+			DELETE FROM {{table_slots}} WHERE key = k AND holder = r.holder;
+		ELSE
+			mine := true;
+		END IF;
+	END LOOP;
 	SELECT count(*) INTO held FROM {{table_slots}} WHERE key = k;
-	UPDATE {{table_slots}} SET expires = now_us + ttl_us WHERE key = k AND holder = h;
-	IF FOUND THEN
+	IF mine THEN
+		UPDATE {{table_slots}} SET expires = now_us + ttl_us WHERE key = k AND holder = h;
 		ok := true;
 		RETURN;
 	END IF;
