@@ -199,3 +199,77 @@ func TestSlotTTLIsChecked(t *testing.T) {
 		sl.Close()
 	}
 }
+
+// An acquire locks the rows it changes in holder order, as a renewal
+// does: an acquire by a holder whose row a renewal holds waits for it
+// without holding the key's expired rows, which the renewal locks next,
+// so neither deadlocks.
+func TestSlotAcquireAndRenewDoNotDeadlock(t *testing.T) {
+	db := newDB(t, Schema{})
+	s := slotStore(t, db, StoreOptions{SlotTTL: 5 * time.Second, BreakAfter: -1})
+	sl, err := s.BindSlots("order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, h := range []string{"a", "b"} {
+		if ok, _, err := sl.Acquire(ctx, "k", h, 2); !ok || err != nil {
+			t.Fatalf("Acquire(%q) = %v, %v", h, ok, err)
+		}
+	}
+	key := []byte(sl.(*Slots).l.KeyFor("k"))
+	if _, err := db.Exec(ctx, `UPDATE faucet_buckets_slots SET expires = expires - 3600000000 WHERE key = $1 AND holder = 'b'`, key); err != nil {
+		t.Fatal(err)
+	}
+	// A renewal's transaction locks a's row, live, first.
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM faucet_buckets_slots WHERE key = $1 AND holder = 'a' FOR UPDATE`, key); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		ok   bool
+		held int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, held, err := sl.Acquire(ctx, "k", "a", 2)
+		done <- result{ok, held, err}
+	}()
+	// Wait until the acquire waits for a's row.
+	for {
+		var waiting bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%slots_acquire%' AND pid <> pg_backend_pid())`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("Acquire returned %v, %d, %v while a renewal held its holder's row", r.ok, r.held, r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The renewal locks b's row next: the acquire must not hold it.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM faucet_buckets_slots WHERE key = $1 AND holder = 'b' FOR UPDATE`, key); err != nil {
+		t.Fatalf("the renewal's lock of the next row: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; !r.ok || r.held != 1 || r.err != nil {
+		t.Errorf("Acquire after the renewal = %v, %d, %v; want admitted, 1 held (b's slot expired)", r.ok, r.held, r.err)
+	}
+}
