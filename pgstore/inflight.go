@@ -28,8 +28,8 @@ var _ engine.SlotStore = (*Store)(nil)
 // A schema installed before slots lacks the table (CheckSlots), and every
 // call fails until Install runs again.
 func (s *Store) BindSlots(name string) (engine.Slots, error) {
-	if err := engine.CheckSlotName(name); err != nil {
-		return nil, invalid("%v", err)
+	if engine.CheckSlotName(name) != nil {
+		return nil, invalid("an in-flight limit's name must be printable ASCII without spaces, not empty, got %q", name)
 	}
 	o := s.opts
 	cfg := Config{Limit: 1, Burst: 1, Table: o.Table, Prefix: o.Prefix + quoteID(name) + ":",

@@ -36,8 +36,8 @@ var _ engine.SlotStore = (*Store)(nil)
 // BreakFor); their errors wrap engine.ErrUnavailable or
 // engine.ErrOutcomeUnknown as Limiter.Take's do.
 func (s *Store) BindSlots(name string) (engine.Slots, error) {
-	if err := engine.CheckSlotName(name); err != nil {
-		return nil, invalid("%v", err)
+	if engine.CheckSlotName(name) != nil {
+		return nil, invalid("an in-flight limit's name must be printable ASCII without spaces, not empty, got %q", name)
 	}
 	o := s.opts
 	cfg := Config{Limit: 1, Burst: 1, Prefix: o.Prefix + escapeKey(name) + ":", Timeout: o.Timeout,
