@@ -117,6 +117,14 @@
 // and a missing record are the same: a store clock that steps back after
 // that finds no period and begins one.
 //
+// A SlotStore also keeps in-flight slots (Slots): at most N requests of a
+// key in flight at once, across every process sharing the store. A slot
+// is held by a holder id until released, or until TTL (DefaultSlotTTL, 30
+// s, unless the store sets another) passes without a renewal: a holder
+// that dies frees its slots that late, and one that holds a slot longer
+// renews it about every TTL/3. The counts are exact while every holder is
+// alive and renews in time, and decided at the store's clock.
+//
 // # Failure
 //
 // A new key that finds MaxKeys buckets live and none full takes its tokens

@@ -124,6 +124,19 @@
 // CheckLeases names a schema installed before leases (Check, which
 // per-check Limiters need, accepts it); Install again adds them.
 //
+// # In-flight slots
+//
+// A Store keeps in-flight slots too (BindSlots, engine.Slots): at most N
+// requests of a key in flight at once across the instances. A slot is a
+// row of a table of its own, Table_slots (key, holder, the microsecond it
+// expires at, StoreOptions.SlotTTL after its acquire or last renewal, 30
+// s by default), which three functions Install creates keep:
+// Table_slots_acquire, under an advisory lock of the key's hash so that
+// acquires of a key take turns and each counts what the one before took,
+// Table_slots_release and Table_slots_renew (many slots, one statement).
+// Sweep also removes slots expired for a minute. CheckSlots names a
+// schema installed before slots; Install again adds them.
+//
 // # Failure
 //
 // Every statement has a deadline (Config.Timeout, 100 ms by default, on

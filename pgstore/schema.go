@@ -115,12 +115,12 @@ func SQL(s Schema) (string, error) {
 // ident quotes a name for SQL.
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
-// schemaSQL is the statements of sql/schema.sql and sql/lease_schema.sql
-// for s: the bucket table and the functions that decide, then those of
-// leases.
+// schemaSQL is the statements of sql/schema.sql, sql/lease_schema.sql and
+// sql/slots_schema.sql for s: the bucket table and the functions that
+// decide, then those of leases, then those of in-flight slots.
 func schemaSQL(s Schema) []string {
 	var out []string
-	for _, file := range []string{"schema.sql", "lease_schema.sql"} {
+	for _, file := range []string{"schema.sql", "lease_schema.sql", "slots_schema.sql"} {
 		for _, st := range statementsOf(file) {
 			out = append(out, render(st.text, s))
 		}

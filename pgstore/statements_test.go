@@ -12,12 +12,12 @@ import (
 // placeholder left, in the order Install runs them.
 func TestStatementsRender(t *testing.T) {
 	var names []string
-	for _, file := range []string{"schema.sql", "lease_schema.sql"} {
+	for _, file := range []string{"schema.sql", "lease_schema.sql", "slots_schema.sql"} {
 		for _, st := range statementsOf(file) {
 			names = append(names, st.name)
 		}
 	}
-	if got, want := strings.Join(names, " "), "table counts advance full period slide take take_all lease_buckets leases lease release"; got != want {
+	if got, want := strings.Join(names, " "), "table counts advance full period slide take take_all lease_buckets leases lease release slots slots_acquire slots_release slots_renew"; got != want {
 		t.Errorf("schema statements %q, want %q", got, want)
 	}
 	for _, logged := range []bool{false, true} {
@@ -25,14 +25,15 @@ func TestStatementsRender(t *testing.T) {
 		all := append(schemaSQL(s),
 			render(statementText("background.sql", "heartbeat"), s),
 			render(statementText("background.sql", "sweep"), s),
-			render(statementText("background.sql", "sweep_leases"), s))
+			render(statementText("background.sql", "sweep_leases"), s),
+			render(statementText("background.sql", "sweep_slots"), s))
 		for _, text := range all {
 			if strings.Contains(text, "{{") || strings.HasPrefix(text, "--") || strings.HasSuffix(text, ";") {
 				t.Errorf("logged %v: a statement with a placeholder, its documentation or its ';' left:\n%s", logged, text)
 			}
 		}
-		if got := strings.Count(strings.Join(all, "\n"), "UNLOGGED "); got != 3*boolInt(!logged) {
-			t.Errorf("logged %v: %d UNLOGGED tables, want %d", logged, got, 3*boolInt(!logged))
+		if got := strings.Count(strings.Join(all, "\n"), "UNLOGGED "); got != 4*boolInt(!logged) {
+			t.Errorf("logged %v: %d UNLOGGED tables, want %d", logged, got, 4*boolInt(!logged))
 		}
 	}
 	if !strings.HasPrefix(isolationCheck, "\tIF current_setting('transaction_isolation')") || strings.HasSuffix(isolationCheck, "\n") {
@@ -69,7 +70,7 @@ func TestInstalledFunctionsAreTheEmbeddedText(t *testing.T) {
 			t.Errorf("%s: the installed body differs from the embedded one:\n%s\nwant:\n%s", m[1], body, m[2])
 		}
 	}
-	if n != 8 {
-		t.Errorf("%d functions in the embedded schema, want 8", n)
+	if n != 11 {
+		t.Errorf("%d functions in the embedded schema, want 11", n)
 	}
 }

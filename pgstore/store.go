@@ -58,7 +58,15 @@ type StoreOptions struct {
 	// of the shared buckets, which are apart from the per-check ones
 	// (every instance sharing the buckets must lease, or none).
 	Lease *lease.Options
+	// SlotTTL is how long an in-flight slot (BindSlots) stays held without
+	// a renewal: 0 picks engine.DefaultSlotTTL (30 s), else 1 s to 1 h. A
+	// holder renews about every SlotTTL/3; an instance that dies frees its
+	// slots SlotTTL after their last renewal.
+	SlotTTL time.Duration
 }
+
+// slotTTL is SlotTTL, defaulted.
+func (o *StoreOptions) slotTTL() time.Duration { return cmp.Or(o.SlotTTL, engine.DefaultSlotTTL) }
 
 // Store is an engine.Store whose Limiters keep their buckets in PostgreSQL,
 // so that processes sharing a database enforce one limit together, and
@@ -78,6 +86,9 @@ type StoreOptions struct {
 type Store struct {
 	*engine.Pool
 	bg *remote.Background
+	// db and opts open the Slots of BindSlots.
+	db   DB
+	opts StoreOptions
 }
 
 // NewStore returns a Store on db, which must be safe for concurrent use (a
@@ -91,7 +102,7 @@ func NewStore(db DB, opts StoreOptions) (*Store, error) {
 	if isNil(db) {
 		return nil, invalid("db must not be nil")
 	}
-	s := &Store{bg: remote.NewBackground()}
+	s := &Store{bg: remote.NewBackground(), db: db, opts: opts}
 	s.Pool = engine.NewPool(func(spec engine.Spec) (engine.Limiter, error) {
 		if spec.Window > 0 {
 			if opts.Lease != nil {
@@ -144,6 +155,10 @@ func (o StoreOptions) check() (SweepOptions, error) {
 		if err := o.Lease.Check(); err != nil {
 			return SweepOptions{}, fmt.Errorf("%w: StoreOptions.Lease: %w", ErrInvalidConfig, err)
 		}
+	}
+	if t := o.SlotTTL; t != 0 && (t < engine.MinSlotTTL || t > engine.MaxSlotTTL) {
+		return SweepOptions{}, invalid("SlotTTL must be 0 (default %v) or from %v to %v, got %v",
+			engine.DefaultSlotTTL, engine.MinSlotTTL, engine.MaxSlotTTL, t)
 	}
 	return SweepOptions{Table: o.Table, Batch: o.SweepBatch}.resolve()
 }

@@ -31,7 +31,8 @@ type SweepOptions struct {
 
 // Sweep removes the rows of buckets that have been full again for a minute
 // (a missing row is a full bucket), leased buckets included (with their
-// leases, once all have ended), walking the table once in key order,
+// leases, once all have ended), and in-flight slots expired for as long,
+// walking the table once in key order,
 // Batch rows per statement, so that no statement holds locks on, or scans,
 // more than Batch rows. It skips rows a take holds locked, and never waits
 // for one. It returns the rows removed.
@@ -64,6 +65,10 @@ func Sweep(ctx context.Context, db DB, o SweepOptions) (removed int64, err error
 		removed += gone
 		if seen < int64(o.Batch) {
 			n, err := sweepLeases(ctx, db, o)
+			if removed += n; err != nil {
+				return removed, err
+			}
+			n, err = sweepSlots(ctx, db, o)
 			return removed + n, err
 		}
 		after = last

@@ -165,6 +165,17 @@
 // denied locally until it can. Leased buckets are apart from the per-check
 // ones of the same limit.
 //
+// # In-flight slots
+//
+// A Store keeps in-flight slots too (Store.BindSlots, engine.Slots): at
+// most N requests of a key in flight at once across the instances. A
+// key's slots are a sorted set of their holders, each scored by when its
+// slot expires (Redis TIME in milliseconds), StoreOptions.SlotTTL (30 s
+// by default) after its acquire or last renewal; an acquire is one script
+// that removes the expired, counts and adds, so no more than N are ever
+// held. Renew renews many slots in one script per 500 (per hash slot on a
+// cluster), sent at once.
+//
 // # Failure
 //
 // Every call to Redis has a deadline (Config.Timeout, 100 ms by default, on

@@ -30,6 +30,11 @@ var (
 	// heartbeatScript records an instance and counts those alive
 	// (lua/heartbeat.lua).
 	heartbeatScript = luaScript("heartbeat.lua")
+	// slotsAcquireScript, slotsReleaseScript and slotsRenewScript keep
+	// in-flight slots (lua/slots_*.lua).
+	slotsAcquireScript = luaScript("slots_acquire.lua")
+	slotsReleaseScript = luaScript("slots_release.lua")
+	slotsRenewScript   = luaScript("slots_renew.lua")
 )
 
 // luaScript is the script made of files of lua/, in order: each file's

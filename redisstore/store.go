@@ -48,13 +48,24 @@ type StoreOptions struct {
 	// buckets, which are apart from the per-check ones (every instance
 	// sharing the buckets must lease, or none).
 	Lease *LeaseOptions
+	// SlotTTL is how long an in-flight slot (BindSlots) stays held without
+	// a renewal: 0 picks engine.DefaultSlotTTL (30 s), else 1 s to 1 h. A
+	// holder renews about every SlotTTL/3; an instance that dies frees its
+	// slots SlotTTL after their last renewal.
+	SlotTTL time.Duration
 }
+
+// slotTTL is SlotTTL, defaulted.
+func (o *StoreOptions) slotTTL() time.Duration { return cmp.Or(o.SlotTTL, engine.DefaultSlotTTL) }
 
 // Store is an engine.Store of Limiters (or Leased limiters) on one Redis
 // client, and the heartbeat that counts the instances sharing it.
 type Store struct {
 	*engine.Pool
 	bg *remote.Background
+	// opts, defaulted, and c open the Slots of BindSlots.
+	opts StoreOptions
+	c    client
 }
 
 // Peers returns the instances sharing the store as the heartbeats last
@@ -129,7 +140,10 @@ func newStore(c client, opts StoreOptions) (*Store, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
-	st := &Store{bg: remote.NewBackground()}
+	if t := opts.SlotTTL; t != 0 && (t < engine.MinSlotTTL || t > engine.MaxSlotTTL) {
+		return nil, invalid("SlotTTL must be 0 (default %v) or from %v to %v, got %v", engine.DefaultSlotTTL, engine.MinSlotTTL, engine.MaxSlotTTL, t)
+	}
+	st := &Store{bg: remote.NewBackground(), opts: opts, c: c}
 	st.Pool = engine.NewPool(func(s engine.Spec) (engine.Limiter, error) {
 		if s.Window > 0 {
 			return opts.window(c, s, st.bg.Peers())

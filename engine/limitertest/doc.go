@@ -65,4 +65,13 @@
 // key admit exactly the limit. Windows of an hour count, and windows of a
 // second are waited for: on a store with its own clock the suite sleeps
 // about 10 s in all.
+//
+// # In-flight slots
+//
+// A store that keeps in-flight slots (engine.SlotStore) calls RunSlots
+// with a SlotHarness, whose Open returns one more instance's store on the
+// same slots each time, with a TTL of 1 to 3 s: the suite checks the
+// semantics engine.Slots documents, with two stores standing for two
+// instances where it matters, and waits for expiry in real time with wide
+// margins (a slot is still held at TTL/2, free after 2×TTL and a second).
 package limitertest

@@ -49,3 +49,17 @@ WITH batch AS (
 	RETURNING 1
 )
 SELECT (SELECT key FROM batch ORDER BY key DESC LIMIT 1), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone), (SELECT count(*) FROM leases);
+
+-- name: sweep_slots
+-- sweep_slots removes up to $1 in-flight slots expired for $2 microseconds
+-- (slots of keys that no acquire passed over since their holders died),
+-- skipping rows a call holds locked. The reply is the rows removed.
+WITH doomed AS (
+	SELECT key, holder FROM {{table_slots}}
+	WHERE expires <= floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint - $2
+	LIMIT $1 FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM {{table_slots}} s USING doomed WHERE s.key = doomed.key AND s.holder = doomed.holder
+	RETURNING 1
+)
+SELECT count(*) FROM gone;
