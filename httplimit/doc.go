@@ -192,6 +192,33 @@
 // ignored. IPv6 clients are keyed by their /64 (Options.IPv6Prefix), so a
 // client rotating addresses inside its network stays in one bucket.
 //
+// # In-flight limits
+//
+// A rule or limit with max_in_flight ("algorithm": "concurrency") counts
+// the requests of each key between their admission and the end of their
+// response: Handler holds a request's slot until next returns or panics,
+// Admit until its done is called; Check only checks that one is free.
+// Every request holds one slot, whatever its cost. A denial is a 429 with
+// ReasonInFlightExceeded, whose Retry-After estimates when a slot frees:
+// the mean time the rule's slots were held lately over max_in_flight, at
+// least 1 s. On the memory store the counts are this process's; on an
+// engine.SlotStore (Redis, PostgreSQL) the processes share them, each
+// renewing the slots it holds, and fail_mode decides when the store fails
+// ("fallback": this process's count, at its share of the limit). With
+// Options.CheckOnly such rules are refused.
+//
+// # Delay mode
+//
+// A rule with delay reserves the tokens of a request its token buckets
+// cannot cover now, if they are due within max_delay (and its key's
+// queue), and the request waits until then instead of being denied
+// (Result.Delay): Handler and Admit wait, Check returns the delay for its
+// caller to wait. A request reserves from all of its rules or none, and
+// one whose context ends while it waits gives its tokens back.
+// Options.MaxWaiting bounds the requests waiting at once (ReasonDelayFull
+// beyond it). Reservations are the in-memory engine's: on another store a
+// rule in delay mode is refused when it binds.
+//
 // # Reload
 //
 // Middleware.Reload swaps the rules while requests are being checked, all or

@@ -24,15 +24,18 @@ type inFlight struct {
 	// recent releases (each moves it an eighth of the way): what a
 	// denial's Retry-After is estimated from.
 	held atomic.Int64
-	// total is the slots held across the keys.
-	total atomic.Int64
-	keys  *xsync.MapOf[string, *slots]
+	// total is the slots held across the keys; remoteHeld those this
+	// process holds in a shared store, for a limit kept there.
+	total, remoteHeld atomic.Int64
+	keys              *xsync.MapOf[string, *slots]
 }
 
-// heldSlot is one slot a request holds: of key s of limit f.
+// heldSlot is one slot a request holds: of key s of limit f, or in a
+// shared store (remote).
 type heldSlot struct {
-	f *inFlight
-	s *slots
+	f      *inFlight
+	s      *slots
+	remote *remoteHold
 }
 
 // slots is one key's count of requests in flight. -1 marks an entry on
@@ -56,7 +59,11 @@ func newInFlight(max int) *inFlight {
 // CompareAndSwap; an entry is added or removed under the map's lock of
 // its bucket.
 func (f *inFlight) acquire(key string) (*slots, int64) {
-	limit := f.max.Load()
+	return f.acquireUpTo(key, f.max.Load())
+}
+
+// acquireUpTo is acquire with limit in place of the table's own.
+func (f *inFlight) acquireUpTo(key string, limit int64) (*slots, int64) {
 	for {
 		s, ok := f.keys.Load(key)
 		if !ok {
@@ -89,12 +96,7 @@ func (f *inFlight) inUse(key string) int64 {
 // release gives back a slot of s, held for d, and removes the entry once
 // the key has none in flight.
 func (f *inFlight) release(s *slots, d time.Duration) {
-	for {
-		old := f.held.Load()
-		if f.held.CompareAndSwap(old, old+(int64(d)-old)/8) {
-			break
-		}
-	}
+	f.noteHeld(d)
 	f.total.Add(-1)
 	if s.n.Add(-1) != 0 || !s.n.CompareAndSwap(0, -1) {
 		return
@@ -104,6 +106,16 @@ func (f *inFlight) release(s *slots, d time.Duration) {
 	f.keys.Compute(s.key, func(cur *slots, loaded bool) (*slots, bool) {
 		return cur, loaded && cur == s
 	})
+}
+
+// noteHeld moves the mean time a slot is held an eighth of the way to d.
+func (f *inFlight) noteHeld(d time.Duration) {
+	for {
+		old := f.held.Load()
+		if f.held.CompareAndSwap(old, old+(int64(d)-old)/8) {
+			return
+		}
+	}
 }
 
 // retryIn estimates whole seconds until one of a full key's slots is
@@ -120,9 +132,10 @@ func (f *inFlight) retryIn() int64 {
 // tables, the tables of the rule set being compiled. Its limit is set once
 // the whole set compiled.
 func (l *Middleware) inFlightOf(r *rule, tables map[string]*inFlight) error {
-	if !inMemory(l.opts.store) {
-		return fmt.Errorf("httplimit: in-flight limit %q: the requests in flight are counted in this process, and the store is shared with others, "+
-			"where each process would admit max_in_flight of its own: in-flight limits need the in-memory store", r.Name)
+	ss, shared := l.opts.store.(engine.SlotStore)
+	if !inMemory(l.opts.store) && !shared {
+		return fmt.Errorf("httplimit: in-flight limit %q: the requests in flight are counted in this process, and the store is shared with others "+
+			"but keeps no slots, where each process would admit max_in_flight of its own: in-flight limits need the in-memory store, or one that keeps slots", r.Name)
 	}
 	id := limitID(&r.Rule)
 	f := tables[id]
@@ -133,6 +146,11 @@ func (l *Middleware) inFlightOf(r *rule, tables map[string]*inFlight) error {
 		tables[id] = f
 	}
 	r.inflight = f
+	if !inMemory(l.opts.store) {
+		if err := l.remoteOf(r, id, ss, f); err != nil {
+			return err
+		}
+	}
 	if r.counters = l.counters[r.Name]; r.counters == nil {
 		r.counters = &ruleCounters{}
 		l.counters[r.Name] = r.counters
@@ -192,20 +210,46 @@ func validateInFlight(n int, field string, bad badFunc) {
 // is then denied by it, and no other limit is taken from.
 func (l *Middleware) acquireSlots(q *request, now time.Time, res *Result, applied []*rule, slotIdx []int, hold bool) bool {
 	sc := q.sc
+	sc.slotsAt = now
 	for _, i := range slotIdx {
 		ru, p := applied[i], &res.Policies[i]
 		f := ru.inflight
 		limit := f.max.Load()
+		if ru.remote != nil {
+			if !hold {
+				// Check asks no store: it could not give the slot back.
+				p.Unknown = true
+				continue
+			}
+			ok, denied := l.acquireRemote(q, now, res, ru, p)
+			switch {
+			case ok:
+				continue
+			case !denied: // the store failed, and the rule fails closed
+				l.releaseSlots(sc, now)
+				for j := range res.Policies {
+					res.Policies[j].Unknown = true
+				}
+				res.Allowed, res.Status, res.Reason, res.RetryAfter = false, http.StatusServiceUnavailable, ReasonStoreUnavailable, 1
+				return false
+			}
+			limit = int64(ru.MaxInFlight)
+		}
 		var s *slots
 		var n int64
 		ok := true
-		if hold {
+		switch {
+		case ru.remote != nil:
+			ok, n = false, limit // denied by the shared count
+		case hold:
 			s, n = f.acquire(p.Key)
 			ok = s != nil
-		} else if n = f.inUse(p.Key); n < limit {
-			n++ // as if it held one
-		} else {
-			ok = false
+		default:
+			if n = f.inUse(p.Key); n < limit {
+				n++ // as if it held one
+			} else {
+				ok = false
+			}
 		}
 		if !ok {
 			l.releaseSlots(sc, now)
@@ -265,6 +309,24 @@ func (l *Middleware) observeSlots(q *request, now time.Time, res *Result, parts 
 		p.Remaining = float64(max(limit-n, 0))
 		return nil, nil
 	}
+	if ru.remote != nil {
+		if !hold {
+			p.Unknown = true
+			return nil, nil
+		}
+		if q.sc.nslots == 0 {
+			q.sc.slotsAt = now
+		}
+		switch ok, denied := l.acquireRemote(q, now, res, ru, p); {
+		case ok:
+			ru.counters.allow(p)
+		case denied:
+			l.shadowInFlightDenied(q, now, res, ru, p)
+		default:
+			p.Unknown = true
+		}
+		return nil, nil
+	}
 	var s *slots
 	if hold {
 		s, n = f.acquire(p.Key)
@@ -272,37 +334,52 @@ func (l *Middleware) observeSlots(q *request, now time.Time, res *Result, parts 
 		s, n = &slots{}, n+1 // a slot would be free: nothing is held
 	}
 	if s == nil {
-		p.Remaining, p.Denied = 0, true
-		p.RetryIn = f.retryIn()
-		p.FullIn = p.RetryIn
-		ru.counters.shadowDenied.Add(1)
-		if res.Reason == "" {
-			res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+ReasonInFlightExceeded
-		}
-		l.denied(q, now, ru, p, ReasonInFlightExceeded)
+		l.shadowInFlightDenied(q, now, res, ru, p)
 		return nil, nil
 	}
 	if hold {
+		if q.sc.nslots == 0 {
+			q.sc.slotsAt = now
+		}
 		q.sc.slots[q.sc.nslots] = heldSlot{f: f, s: s}
 		q.sc.nslots++
-		q.sc.slotsAt = now
 	}
 	p.Remaining = float64(limit - n)
 	ru.counters.allow(p)
 	return nil, nil
 }
 
+// shadowInFlightDenied reports that shadow in-flight limit ru (policy p)
+// would have denied the request.
+func (l *Middleware) shadowInFlightDenied(q *request, now time.Time, res *Result, ru *rule, p *Policy) {
+	p.Remaining, p.Denied = 0, true
+	p.RetryIn = ru.inflight.retryIn()
+	p.FullIn = p.RetryIn
+	ru.counters.shadowDenied.Add(1)
+	if res.Reason == "" {
+		res.DeniedBy, res.Reason = ru.Name, ReasonShadowPrefix+ReasonInFlightExceeded
+	}
+	l.denied(q, now, ru, p, ReasonInFlightExceeded)
+}
+
 // releaseSlots gives back every slot sc holds, taken at sc.slotsAt and
 // released at now.
 func (l *Middleware) releaseSlots(sc *scratch, now time.Time) {
-	releaseAll(sc.slots[:sc.nslots], now.Sub(sc.slotsAt))
+	l.releaseAll(sc.slots[:sc.nslots], now.Sub(sc.slotsAt))
 	clear(sc.slots[:sc.nslots])
 	sc.nslots = 0
 }
 
-// releaseAll gives back slots, held for d.
-func releaseAll(slots []heldSlot, d time.Duration) {
+// releaseAll gives back slots, held for d; those of a shared store in
+// the background, as the response is finished already.
+func (l *Middleware) releaseAll(slots []heldSlot, d time.Duration) {
 	for _, h := range slots {
+		if h.remote != nil {
+			h.f.noteHeld(d)
+			h.f.remoteHeld.Add(-1)
+			go l.releaseRemote(h.remote)
+			continue
+		}
 		h.f.release(h.s, d)
 	}
 }

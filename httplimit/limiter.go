@@ -252,7 +252,14 @@ type Middleware struct {
 	// the loop that steps them, started with the first (nil before).
 	adaptive           map[string]*ruleAdaptive
 	stopAdapt, adapted chan struct{}
-	closed             bool // guarded by mu
+	// remoteSlots holds the Slots of in-flight limits on a shared store,
+	// by limit ID, bound once and closed by Close; guarded by mu. holders
+	// makes the ids of their holds, and renew keeps those alive.
+	remoteSlots map[string]*remoteSlots
+	holders     *holderIDs
+	renewOnce   sync.Once
+	renew       *renewer
+	closed      bool // guarded by mu
 
 	// waiting counts the requests waiting in delay mode; waitFull those
 	// denied because MaxWaiting waited, waitCancelled those whose wait
@@ -295,8 +302,10 @@ type rule struct {
 	// span and slots are a strict window's; span is 0 for other shapes.
 	span  time.Duration
 	slots int
-	// inflight is an in-flight limit's counts, nil for other shapes.
+	// inflight is an in-flight limit's counts, nil for other shapes; on a
+	// shared store, remote keeps them, and inflight is the fallback's.
 	inflight *inFlight
+	remote   *remoteSlots
 	// wait is how long a request may wait for this token bucket's tokens
 	// (delay mode), 0 if it may not.
 	wait time.Duration
@@ -328,7 +337,7 @@ func New(rules []Rule, opts Options) (*Middleware, error) {
 		return nil, err
 	}
 	l := &Middleware{opts: o, counters: map[string]*ruleCounters{}, inflight: map[string]*inFlight{},
-		adaptive: map[string]*ruleAdaptive{}, values: newHeaderValues()}
+		adaptive: map[string]*ruleAdaptive{}, remoteSlots: map[string]*remoteSlots{}, holders: newHolderIDs(), values: newHeaderValues()}
 	if o.store == nil {
 		if opts.Now == nil {
 			l.ownStore = NewMemoryStore(MemoryOptions{})
@@ -387,6 +396,7 @@ func (l *Middleware) Close() error {
 	}
 	l.closed = true
 	l.release(l.set.Load())
+	l.closeRemote()
 	return l.closeStore()
 }
 

@@ -74,7 +74,7 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 	sc.nslots = 0 // the slots are held here now
 	putScratch(sc)
 	if len(slots) > 0 {
-		defer func() { releaseAll(slots, l.opts.now().Sub(at)) }()
+		defer func() { l.releaseAll(slots, l.opts.now().Sub(at)) }()
 	}
 	if delay > 0 && !l.await(r.Context(), waiter, delay) {
 		l.writeCancelled(w)
@@ -126,7 +126,7 @@ func (l *Middleware) Admit(r *http.Request) (res Result, done func()) {
 		var once atomic.Bool
 		done = func() {
 			if once.CompareAndSwap(false, true) {
-				releaseAll(slots, l.opts.now().Sub(at))
+				l.releaseAll(slots, l.opts.now().Sub(at))
 			}
 		}
 	}

@@ -79,8 +79,9 @@ type Rule struct {
 	// MaxInFlight makes the rule an in-flight limit ("algorithm":
 	// "concurrency"): at most so many of a key's requests at once, from 1
 	// to 1e6 (maxInFlight). Rate and Burst are then 0, and every request
-	// costs one slot, held until its response is finished. See In-flight
-	// limits in the package documentation.
+	// costs one slot, held until its response is finished. The slots are
+	// counted in this process, or in the store if it is an
+	// engine.SlotStore that other processes share.
 	MaxInFlight int
 	// Delay, if its MaxDelay is set, holds a request that the rule's token
 	// buckets cannot cover now until they can, instead of denying it (see

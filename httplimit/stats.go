@@ -92,7 +92,7 @@ func (l *Middleware) Stats() []RuleStats {
 			Fallback: c.fellBack.Load(), Delayed: c.delayed.Load(), Rate: r.rate(), Shape: r.shape(),
 			Delay: r.Delay.MaxDelay != 0, Adaptive: r.adapt != nil}
 		if r.inflight != nil {
-			s.InFlight = r.inflight.total.Load()
+			s.InFlight = r.inflight.total.Load() + r.inflight.remoteHeld.Load()
 		}
 		if st, ok := r.lim.(statser); ok {
 			es := st.Stats()

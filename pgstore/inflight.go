@@ -32,6 +32,12 @@ func (s *Store) BindSlots(name string) (engine.Slots, error) {
 		return nil, invalid("an in-flight limit's name must be printable ASCII without spaces, not empty, got %q", name)
 	}
 	o := s.opts
+	// Refused while the schema has no slots: every Acquire would fail.
+	ctx, cancel := context.WithTimeout(context.Background(), bindCheckTimeout)
+	defer cancel()
+	if err := CheckSlots(ctx, s.db, o.Table); err != nil {
+		return nil, err
+	}
 	cfg := Config{Limit: 1, Burst: 1, Table: o.Table, Prefix: o.Prefix + quoteID(name) + ":",
 		Timeout: o.Timeout, BreakAfter: o.BreakAfter, BreakFor: o.BreakFor, OnFailure: FailClosed}
 	l, err := New(s.db, cfg)
@@ -47,6 +53,10 @@ func (s *Store) BindSlots(name string) (engine.Slots, error) {
 		renew:   "SELECT " + ident(table+"_slots_renew") + "($1, $2, $3)",
 	}, nil
 }
+
+// bindCheckTimeout bounds BindSlots' check of the schema: it runs when
+// rules load, not per request.
+const bindCheckTimeout = 10 * time.Second
 
 // Slots are the in-flight slots of one limit in PostgreSQL (engine.Slots);
 // see Store.BindSlots. They are safe for concurrent use.

@@ -132,12 +132,25 @@ func TestSlotSchemaUpgrade(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "faucet_buckets_slots_acquire") || !strings.Contains(err.Error(), "Install") {
 		t.Errorf("CheckSlots of a schema without slots: %v, want one naming what is missing and Install", err)
 	}
+	// Binding refuses such a schema, as rules load: every Acquire would
+	// fail.
 	s := slotStore(t, db, StoreOptions{BreakAfter: -1})
+	if _, err := s.BindSlots("old"); err == nil || !strings.Contains(err.Error(), "Install") {
+		t.Errorf("BindSlots on a schema without slots: %v, want one saying to run Install", err)
+	}
+	if err := Install(ctx, db, Schema{}); err != nil {
+		t.Fatal(err)
+	}
 	sl, err := s.BindSlots("old")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sl.Close()
+	// The schema goes away under bound Slots: Acquire fails, naming the
+	// store unavailable.
+	if _, err := db.Exec(ctx, "DROP FUNCTION faucet_buckets_slots_acquire"); err != nil {
+		t.Fatal(err)
+	}
 	if ok, _, err := sl.Acquire(ctx, "k", "h", 1); ok || !errors.Is(err, engine.ErrUnavailable) {
 		t.Errorf("Acquire without the schema = %v, %v; want an error wrapping engine.ErrUnavailable", ok, err)
 	}

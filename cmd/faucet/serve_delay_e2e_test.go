@@ -179,16 +179,13 @@ func TestServeDelayBoundsRefused(t *testing.T) {
 
 // In-flight limits and delay mode keep their state in this process: with
 // a store shared by several instances, serve refuses to start with them.
-func TestServeInFlightAndDelayRefusedOnSharedStore(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server")
-	}
+func TestServeDelayRefusedOnSharedStore(t *testing.T) {
 	addr := startRedisServer(t)
 	dir := t.TempDir()
 	for _, c := range []struct{ rules, want string }{
-		{inFlightRules, `the requests in flight are counted in this process, and the store is shared with others`},
 		{`{"rules":[{"name":"smooth","limit_keys":["ip:address"],"algorithm_config":{"rps":20,"burst":1},"delay":{"max_delay":"1s"}}]}`,
 			`delay mode reserves tokens ahead, which only the in-memory store can`},
+		{adaptiveRules, `an adaptive rate changes the limit in place, which only the in-memory store can`},
 	} {
 		rules := filepath.Join(dir, "rules.json")
 		writeRules(t, rules, c.rules)

@@ -222,3 +222,80 @@ func TestServeInFlightLimit(t *testing.T) {
 		t.Errorf(`faucet_decisions_total{result="denied",rule="conc"} %v, want the 429s counted`, v)
 	}
 }
+
+// Two instances on one shared store (Redis, then PostgreSQL), 64 clients
+// spread over both, in front of a slow upstream: the upstream never holds
+// more than the limit of 5, and every slot comes back.
+func TestServeInFlightShared(t *testing.T) {
+	for _, name := range []string{"redis", "postgres"} {
+		t.Run("store="+name, func(t *testing.T) {
+			st := newSharedStore(t, name)
+			up := newTestUpstream(t, 100*time.Millisecond)
+			rules := filepath.Join(t.TempDir(), "rules.json")
+			writeRules(t, rules, inFlightRules)
+			var ps []*proc
+			// Exactness holds while the store answers: a generous timeout
+			// keeps a loaded machine's store from failing over to the
+			// fallback's share.
+			timeout := "--" + name + "-timeout"
+			for range 2 {
+				args := append([]string{"--rules", rules, "--upstream", up.URL, "--upstream-timeout", "2s", "--write-timeout", "10s", timeout, "5s"}, st.args...)
+				ps = append(ps, startServe(t, args...))
+			}
+			client := burstClient(20 * time.Second)
+			var wg sync.WaitGroup
+			var admitted, denied atomic.Int64
+			for i := range 64 {
+				wg.Go(func() {
+					for range 3 {
+						resp, err := client.Get(ps[i%2].url("/slow"))
+						if err != nil {
+							t.Errorf("client %d: %v", i, err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						switch {
+						case resp.StatusCode == http.StatusOK:
+							admitted.Add(1)
+						case resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("X-Faucet-Reason") == "concurrency_exceeded":
+							denied.Add(1)
+						default:
+							t.Errorf("client %d: %d %q", i, resp.StatusCode, resp.Header.Get("X-Faucet-Reason"))
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if m := up.max.Load(); m > 5 || admitted.Load() < 5 || denied.Load() == 0 {
+				t.Errorf("the upstream held %d at once; %d admitted, %d denied; want at most 5, at least 5 admitted, some denied",
+					m, admitted.Load(), denied.Load())
+			}
+			for _, p := range ps {
+				if v := pollMetric(t, p, `faucet_in_flight{rule="conc"}`, func(v float64) bool { return v == 0 }); v != 0 {
+					t.Errorf("faucet_in_flight %v at the end, want 0", v)
+				}
+			}
+			// Every slot back: 5 at once pass, split over both instances.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				ok := 0
+				for i, a := range together(5, client, ps[0].url("/again")) {
+					if a.err != nil {
+						t.Fatalf("request %d: %v", i, a.err)
+					}
+					if a.status == http.StatusOK {
+						ok++
+					}
+				}
+				if ok == 5 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of 5 admitted at once after every request ended, want 5", ok)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
