@@ -195,6 +195,15 @@ func (o *observer) Write(b []byte) (int, error) {
 // and deadlines.
 func (o *observer) Unwrap() http.ResponseWriter { return o.ResponseWriter }
 
+// Flush flushes the writer, if it can: a handler that streams (server-sent
+// events) and asserts http.Flusher keeps working under an adaptive rule.
+func (o *observer) Flush() {
+	if o.status == 0 {
+		o.status, o.at = http.StatusOK, o.now()
+	}
+	http.NewResponseController(o.ResponseWriter).Flush()
+}
+
 // observeUpstream reports the response of a request passed on at start to the
 // controllers cs: unless the request's context ended, which is its
 // client's doing (a disconnect must not steer the rate), its latency to

@@ -147,3 +147,25 @@ func TestAdaptiveRuleErrors(t *testing.T) {
 		t.Errorf("New on a shared store: %v", err)
 	}
 }
+
+// A handler that streams and asserts http.Flusher works under an
+// adaptive rule, whose writer wraps the server's.
+func TestAdaptiveKeepsFlusher(t *testing.T) {
+	l, _ := newLimiter(t, adaptiveRules, httplimit.Options{})
+	flushed := false
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok {
+			t.Error("the writer under an adaptive rule is no http.Flusher")
+			return
+		}
+		w.Write([]byte("event"))
+		f.Flush()
+		flushed = true
+	}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req("192.0.2.1:1", "/"))
+	if !flushed || !w.Flushed {
+		t.Errorf("flushed %v, recorder flushed %v; want both", flushed, w.Flushed)
+	}
+}
