@@ -397,6 +397,12 @@ func (l *Middleware) enforce(q *request, now time.Time, res *Result, applied []*
 	if fellBack {
 		applied[idx[denied]].counters.fellBack.Add(1)
 	}
+	l.deny(q, now, res, applied, out, idx, denied)
+}
+
+// deny records that the take at denied (of the rule at idx[denied])
+// denied the request: 429, for the reason its shape gives.
+func (l *Middleware) deny(q *request, now time.Time, res *Result, applied []*rule, out []engine.Decision, idx []int, denied int) {
 	k := idx[denied]
 	res.Policies[k].Denied = true
 	applied[k].counters.denied.Add(1)

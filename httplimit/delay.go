@@ -193,15 +193,7 @@ func (l *Middleware) reserve(q *request, now time.Time, res *Result, applied []*
 		}
 		return
 	}
-	k := idx[denied]
-	res.Policies[k].Denied = true
-	applied[k].counters.denied.Add(1)
-	res.Allowed, res.Status, res.DeniedBy = false, http.StatusTooManyRequests, applied[k].Name
-	res.Reason = applied[k].exceeded()
-	if out[denied].RetryAfter == engine.InfDuration {
-		res.Reason = ReasonCostExceedsBurst
-	}
-	l.denied(q, now, applied[k], &res.Policies[k], res.Reason)
+	l.deny(q, now, res, applied, out, idx, denied)
 }
 
 // takeOthers takes the limits of takes at others (quotas, windows) at

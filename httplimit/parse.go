@@ -244,6 +244,21 @@ func (d *ruleDecoder) whole(field string, v *jvalue) int {
 	return int(x)
 }
 
+// duration reads a positive Go duration ("500ms"); 0 if it is not one,
+// reported with examples.
+func (d *ruleDecoder) duration(field string, v *jvalue, examples string) time.Duration {
+	s := d.str(field, v)
+	if v.kind != jString {
+		return 0
+	}
+	x, err := time.ParseDuration(s)
+	if err != nil || x <= 0 {
+		d.bad(field, "must be a span such as %s, got %s", examples, quote(s))
+		return 0
+	}
+	return x
+}
+
 // adaptive reads a rule's adaptive rate.
 func (d *ruleDecoder) adaptive(v *jvalue, out *Adaptive) {
 	if v.kind != jObject {
@@ -256,16 +271,7 @@ func (d *ruleDecoder) adaptive(v *jvalue, out *Adaptive) {
 		case "floor":
 			out.Floor = d.num(field, m.value)
 		case "latency_target":
-			s := d.str(field, m.value)
-			if m.value.kind != jString {
-				continue
-			}
-			x, err := time.ParseDuration(s)
-			if err != nil || x <= 0 {
-				d.bad(field, `must be a span such as "200ms", got %s`, quote(s))
-				continue
-			}
-			out.LatencyTarget = x
+			out.LatencyTarget = d.duration(field, m.value, `"200ms"`)
 		case "percentile":
 			out.Percentile = d.num(field, m.value)
 		case "error_rate":
@@ -296,16 +302,7 @@ func (d *ruleDecoder) delay(v *jvalue, out *Delay) {
 		field := "delay." + m.name
 		switch m.name {
 		case "max_delay":
-			s := d.str(field, m.value)
-			if m.value.kind != jString {
-				continue
-			}
-			x, err := time.ParseDuration(s)
-			if err != nil || x <= 0 {
-				d.bad(field, `must be a span such as "500ms" or "2s", got %s`, quote(s))
-				continue
-			}
-			out.MaxDelay = x
+			out.MaxDelay = d.duration(field, m.value, `"500ms" or "2s"`)
 		case "queue":
 			out.Queue = d.num(field, m.value)
 		default:
