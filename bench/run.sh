@@ -3,7 +3,7 @@
 # stores the raw output under results/ and regenerates ../BENCHMARKS.md and
 # the summary table in ../README.md from it and from the newest results of
 # the other scripts (http.sh, httpprofile.sh, redis.sh, postgres.sh,
-# audit.sh, sharedload.sh).
+# audit.sh, sharedload.sh, adaptive.sh).
 # Takes about an hour and a half on 2 cores; run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")"

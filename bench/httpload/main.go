@@ -1,5 +1,5 @@
 // Command httpload measures what faucet serve adds to an HTTP request on
-// loopback. It is six tools in one binary, each meant to run as its own
+// loopback. It is eight tools in one binary, each meant to run as its own
 // process, so that the load generator and the servers never share a Go
 // runtime:
 //
@@ -10,6 +10,9 @@
 //	httpload fastdeny --listen ADDR              the same on fasthttp (fast.go)
 //	httpload fastproxy --listen ADDR --upstream URL  a minimal proxy on fasthttp (fast.go)
 //	httpload run --target NAME=URL[,PID[+PID...]] [--target ...] [--rate R | --conns C] --duration D [--slice S]
+//	httpload capacity --listen ADDR --schedule C[,AT=C]... --start T   an upstream of C requests/s, first in first out (capacity.go)
+//	httpload adapt --target URL --metrics URL --upstream-stats URL --start T --rate R --duration D
+//	                                             loads faucet serve in front of it, per second (adapt.go)
 //
 // run prints, for each target, one line in Go benchmark format with the
 // requests per second, the latency percentiles and, with PIDs, the CPU time
@@ -50,8 +53,16 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|deny|fastdeny|fastproxy|run [flags]")
+		fmt.Fprintln(os.Stderr, "usage: httpload upstream|proxy|deny|fastdeny|fastproxy|run|capacity|adapt [flags]")
 		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "capacity":
+		capacityMain(os.Args[2:])
+		return
+	case "adapt":
+		adaptMain(os.Args[2:])
+		return
 	}
 	fs := flag.NewFlagSet("httpload "+os.Args[1], flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address (upstream, proxy, deny)")

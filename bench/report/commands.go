@@ -42,6 +42,12 @@ var scripts = []struct {
 	{"sharedload.sh", []string{"-sharedload.txt"}, []string{
 		"(cd ../cmd && FAUCET_REQUIRE_POSTGRES=1 FAUCET_REQUIRE_REDIS=1 go test -run '^$' -bench '^BenchmarkSharedHotKey$' -benchtime 1x -count 10 -timeout 0 ./faucet -sharedload-span 8s)",
 	}},
+	{"adaptive.sh", []string{"-adaptive.txt"}, []string{
+		"./adaptive.sh    # builds httpload and faucet; a run per bound on the upstream's queue (QUEUES='65536 100')",
+		"httpload capacity --listen UP --schedule 1000,20s=200,50s=1000 --queue Q --start T",
+		"faucet serve --listen ADDR --admin-listen ADMIN --upstream http://UP --rules RULES --watch 0 --upstream-timeout 1s --write-timeout 5s",
+		"httpload adapt --label queue=Q --target http://ADDR/x --metrics http://ADMIN/metrics --upstream-stats http://UP/stats --start T --warmup 3s --rate 1500 --duration 70s --latency-target 50ms",
+	}},
 }
 
 // commandsSection lists, script by script, the commands that wrote the

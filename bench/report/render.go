@@ -65,6 +65,7 @@ var methods = map[string]string{
 	pgLeasedHeading:    "leases",
 	auditHeading:       "audit-log",
 	sharedHeading:      "a-shared-limit-under-a-hot-key",
+	adaptiveHeading:    "an-adaptive-rate-through-faucet-serve",
 	peersHeading:       "the-peers",
 }
 
@@ -129,7 +130,7 @@ func render(prefix string, sum []summaryRow) ([]byte, error) {
 	dir := filepath.Dir(prefix)
 	for _, sec := range []func(string) (string, error){
 		shapesSection, heldSection, httpSection, redisSection, leasedSection, rlsSection, postgresSection,
-		leasedPostgresSection, auditSection, sharedloadSection,
+		leasedPostgresSection, auditSection, sharedloadSection, adaptiveSection,
 	} {
 		s, err := sec(dir)
 		if err != nil {
