@@ -85,9 +85,10 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 		return
 	}
 	o := &observer{ResponseWriter: w, now: l.opts.now}
+	r, body := l.clockBody(r)
 	start := l.opts.now()
 	next.ServeHTTP(o, r)
-	l.observeUpstream(r, o, start, cs)
+	l.observeUpstream(r, o, start, body, cs)
 }
 
 // writeCancelled answers a request whose wait ended with its context.

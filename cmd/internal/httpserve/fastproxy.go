@@ -160,6 +160,9 @@ type probedConn struct {
 type fastExchange struct {
 	p   *fastProxy
 	ctx *fasthttp.RequestCtx
+	// reqBody, if not nil, is what the request's body stream is read
+	// through: the limiter's reader around it.
+	reqBody io.Reader
 	// cc is the HostClient's connection, whose type fasthttp does not
 	// export (see connOf); conn is its net.Conn.
 	cc   any
@@ -228,9 +231,9 @@ func (errNoFreeConn) Timeout() bool     { return true }
 // own but the hop-by-hop ones. trusted says that the client is a trusted
 // proxy, whose X-Forwarded-For is extended rather than replaced. A request
 // carrying Upgrade must not reach serve: it forwards no upgrade.
-func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted bool) {
+func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted bool, body io.Reader) {
 	x := p.exchanges.Get().(*fastExchange)
-	x.ctx = ctx
+	x.ctx, x.reqBody = ctx, body
 	copyFields(&ctx.Response.Header, fields)
 	if err := x.roundTrip(trusted); err != nil {
 		x.finish(false)
@@ -553,13 +556,16 @@ func namedIn(values [][]byte, k []byte) bool {
 // timeout; a read from the client that fails is a clientBodyError.
 func (x *fastExchange) writeBody(length int) error {
 	src := x.ctx.RequestBodyStream()
-	if src == nil {
+	switch {
+	case src == nil:
 		// The server read the body whole.
 		body := x.ctx.Request.Body()
 		if length >= 0 && len(body) != length {
 			return clientBodyError{io.ErrUnexpectedEOF}
 		}
 		src = bytes.NewReader(body)
+	case x.reqBody != nil:
+		src = x.reqBody // the stream, through the limiter's reader
 	}
 	buf := copyBufferPool.Get().(*[copyBufferSize]byte)
 	defer copyBufferPool.Put(buf)
@@ -764,7 +770,7 @@ func (x *fastExchange) Close() error {
 // finish releases the connection and puts x back in the pool.
 func (x *fastExchange) finish(whole bool) {
 	x.release(whole)
-	x.ctx = nil
+	x.ctx, x.reqBody = nil, nil
 	clear(x.listed)
 	x.listed = x.listed[:0]
 	x.p.exchanges.Put(x)
