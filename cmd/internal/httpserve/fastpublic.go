@@ -49,7 +49,7 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		}
 		writeDeadline(ctx, f)
 		e.forward(r)
-		proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r), bodyOf(e, r))
+		e.w.stream = proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r), bodyOf(e, r))
 		if w != &e.w {
 			// A writer around the view (an adaptive rule's) learns the
 			// status the upstream answered, which fasthttp already holds.
