@@ -341,7 +341,9 @@ const stallRules = `{"rules":[
 // SIGSTOP; PostgreSQL's slot table locked by another session): requests
 // under an in-flight limit are answered within about the store's timeout,
 // by the fallback's share or 503 for fail_mode closed, never hang; once
-// the store answers again, 5 at once pass.
+// the store answers again, 5 at once pass: the slots held as it stalled,
+// and those that acquires timed out on, were given back, not left to
+// expire a TTL (30 s) later.
 func TestAttackEdgeStalledSlotStore(t *testing.T) {
 	for _, store := range []string{"redis", "postgres"} {
 		t.Run("store="+store, func(t *testing.T) {
@@ -389,8 +391,17 @@ func TestAttackEdgeStalledSlotStore(t *testing.T) {
 			}
 			allPass("before the stall")
 
+			// Two requests hold slots in the store as it stalls: their
+			// upstream answers after 1 s, and their releases fail.
+			up.latency.Store(int64(time.Second))
+			holders := make(chan []outcome, 1)
+			go func() { holders <- together(2, client, p.url("/held")) }()
+			if v := pollMetric(t, p, `faucet_in_flight{rule="share"}`, func(v float64) bool { return v == 2 }); v != 2 {
+				t.Fatalf(`faucet_in_flight{rule="share"} %v with two requests at the upstream, want 2`, v)
+			}
 			stall(6 * time.Second)
 			stalled := time.Now()
+			up.latency.Store(int64(100 * time.Millisecond))
 			for _, c := range []struct {
 				path string
 				want int
@@ -406,6 +417,12 @@ func TestAttackEdgeStalledSlotStore(t *testing.T) {
 				}
 				if got[c.want] == 0 || got[c.want]+got[http.StatusTooManyRequests] != 8 {
 					t.Errorf("%s with the store stalled: answers by status %v, want %d (and 429 beyond the share)", c.path, got, c.want)
+				}
+			}
+			for i, a := range <-holders {
+				if took := a.end.Sub(a.start); a.err != nil || a.status != http.StatusOK || took > 5*time.Second {
+					t.Errorf("request %d holding a slot as the store stalled: %d after %v, %v; want 200, its release bounded",
+						i, a.status, took.Round(time.Millisecond), a.err)
 				}
 			}
 			if time.Since(stalled) > 5*time.Second {
