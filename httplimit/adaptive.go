@@ -27,8 +27,9 @@ type Adaptive struct {
 	Floor float64
 	// LatencyTarget is the latency above which, at Percentile, the
 	// upstream is unhealthy: up to 1 minute. The latency is the time from
-	// when the request is passed on until its response's header is
-	// written.
+	// when the request is passed on, or its body was read whole if that
+	// came later (the client's upload is not the upstream's time), until
+	// its response's header is written.
 	LatencyTarget time.Duration
 	// Percentile (0: 0.99), ErrorRate (0: 0.05), Decrease (0: 0.7) and
 	// Increase (0: the rule's rate / 50) are adaptive.Config's.
