@@ -2,9 +2,11 @@ package httplimit
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/faucetgo/faucet/adaptive"
@@ -25,8 +27,9 @@ type Adaptive struct {
 	Floor float64
 	// LatencyTarget is the latency above which, at Percentile, the
 	// upstream is unhealthy: up to 1 minute. The latency is the time from
-	// when the request is passed on until its response's header is
-	// written.
+	// when the request is passed on, or its body was read whole if that
+	// came later (the client's upload is not the upstream's time), until
+	// its response's header is written.
 	LatencyTarget time.Duration
 	// Percentile (0: 0.99), ErrorRate (0: 0.05), Decrease (0: 0.7) and
 	// Increase (0: the rule's rate / 50) are adaptive.Config's.
@@ -204,12 +207,49 @@ func (o *observer) Flush() {
 	http.NewResponseController(o.ResponseWriter).Flush()
 }
 
+// bodyClock is the body of a request under an adaptive rule: it notes
+// when the body was read whole, when the upstream has the whole request,
+// so that a client that sends its body slowly does not pass its slowness
+// for the upstream's. Read by the proxy's goroutines, end is read by the
+// handler's.
+type bodyClock struct {
+	io.ReadCloser
+	left int64 // bytes still to come; -1 when the length is unknown
+	now  func() time.Time
+	end  atomic.Int64 // Unix nanoseconds when read whole; 0 before
+}
+
+func (b *bodyClock) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left > 0 {
+		b.left -= int64(min(int64(n), b.left))
+	}
+	if (err != nil || b.left == 0) && b.end.Load() == 0 {
+		b.end.Store(b.now().UnixNano())
+	}
+	return n, err
+}
+
+// clockBody gives r, under an adaptive rule, a body that notes when it was
+// read whole, in a copy of r; r itself if it has no body.
+func (l *Middleware) clockBody(r *http.Request) (*http.Request, *bodyClock) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return r, nil
+	}
+	c := &bodyClock{ReadCloser: r.Body, left: r.ContentLength, now: l.opts.now}
+	r2 := *r
+	r2.Body = c
+	return &r2, c
+}
+
 // observeUpstream reports the response of a request passed on at start to the
 // controllers cs: unless the request's context ended, which is its
 // client's doing (a disconnect must not steer the rate), its latency to
 // the header, and whether it failed with a server error (a 5xx, 504 for
-// an upstream that timed out).
-func (l *Middleware) observeUpstream(r *http.Request, o *observer, start time.Time, cs []*ruleAdaptive) {
+// an upstream that timed out). The latency starts when the upstream had
+// the whole request: the body's end, if the client sent one before the
+// response began, and the time spent sending it is the client's.
+func (l *Middleware) observeUpstream(r *http.Request, o *observer, start time.Time, body *bodyClock, cs []*ruleAdaptive) {
 	if r.Context().Err() != nil {
 		return
 	}
@@ -217,6 +257,13 @@ func (l *Middleware) observeUpstream(r *http.Request, o *observer, start time.Ti
 	at, status := o.at, o.status
 	if status == 0 {
 		at, status = now, http.StatusOK
+	}
+	if body != nil {
+		if end := body.end.Load(); end != 0 {
+			if t := time.Unix(0, end); t.After(start) && t.Before(at) {
+				start = t
+			}
+		}
 	}
 	for _, c := range cs {
 		c.c.Observe(now, at.Sub(start), status >= 500)

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,6 +82,45 @@ func TestAdaptiveFollowsTheUpstream(t *testing.T) {
 	run(t, l, h, c, 50, context.Background())
 	if r := rateOf(l); r >= 100 {
 		t.Errorf("rate after a step of slow answers = %v, want below 100", r)
+	}
+}
+
+// slowBody is a request body whose client takes 100 ms to send its one
+// byte, on clock c.
+type slowBody struct {
+	c    *clock
+	sent bool
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.sent {
+		return 0, io.EOF
+	}
+	b.c.Add(100 * time.Millisecond)
+	p[0], b.sent = 'x', true
+	return 1, nil
+}
+
+func (b *slowBody) Close() error { return nil }
+
+// A body sent slowly is its client's time, not the upstream's: an
+// upstream that reads the body, then answers in 10 ms, is healthy.
+func TestAdaptiveSlowBodyIsTheClients(t *testing.T) {
+	l, c := newLimiter(t, adaptiveRules, httplimit.Options{})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		c.Add(10 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	}))
+	for range 50 {
+		r := req("192.0.2.1:1", "/")
+		r.Method, r.Body, r.ContentLength = http.MethodPost, &slowBody{c: c}, 1
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	c.Add(time.Second / 2)
+	httplimit.StepAdaptive(l, c.Now())
+	if r := rateOf(l); r != 100 {
+		t.Errorf("rate after a step of bodies sent in 100 ms to an upstream answering in 10 ms = %v, want 100: the clients steered it", r)
 	}
 }
 

@@ -309,3 +309,44 @@ func TestInFlightRefusedCheckOnly(t *testing.T) {
 }
 
 var _ = errors.New
+
+// outliving is a ResponseRecorder whose response outlives its handler, as
+// a body fasthttp streams after the handler returned: it keeps the
+// function to call once the response was sent.
+type outliving struct {
+	*httptest.ResponseRecorder
+	sent func()
+}
+
+func (o *outliving) AfterResponse(f func()) bool {
+	o.sent = f
+	return true
+}
+
+// A response that outlives its handler holds its request's slot until it
+// was sent, not only until the handler returned.
+func TestInFlightHeldUntilResponseSent(t *testing.T) {
+	l, _ := newLimiter(t, inFlightRules, httplimit.Options{})
+	h := l.Handler(okHandler)
+	var streams []*outliving
+	for range 2 {
+		o := &outliving{ResponseRecorder: httptest.NewRecorder()}
+		h.ServeHTTP(o, req("192.0.2.1:1", "/", "X-Key", "a"))
+		if o.Code != http.StatusOK || o.sent == nil {
+			t.Fatalf("request under the limit: %d, release handed over %v; want 200, true", o.Code, o.sent != nil)
+		}
+		streams = append(streams, o)
+	}
+	if w := serve(l, req("192.0.2.1:1", "/", "X-Key", "a")); w.Code != http.StatusTooManyRequests {
+		t.Errorf("third request while two responses are still sent: %d, want 429", w.Code)
+	}
+	for _, o := range streams {
+		o.sent()
+	}
+	if w := serve(l, req("192.0.2.1:1", "/", "X-Key", "a")); w.Code != http.StatusOK {
+		t.Errorf("request once the responses were sent: %d, want 200", w.Code)
+	}
+	if n := httplimit.InFlightKeys(l); n != 0 {
+		t.Errorf("%d keys left in the in-flight table, want 0", n)
+	}
+}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -74,7 +75,7 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 	sc.nslots = 0 // the slots are held here now
 	putScratch(sc)
 	if len(slots) > 0 {
-		defer func() { l.releaseAll(slots, l.opts.now().Sub(at)) }()
+		defer l.releaseAfter(w, slots, at)
 	}
 	if delay > 0 && !l.await(r.Context(), waiter, delay) {
 		l.writeCancelled(w)
@@ -85,9 +86,10 @@ func (l *Middleware) serveHeld(w http.ResponseWriter, r *http.Request, sc *scrat
 		return
 	}
 	o := &observer{ResponseWriter: w, now: l.opts.now}
+	r, body := l.clockBody(r)
 	start := l.opts.now()
 	next.ServeHTTP(o, r)
-	l.observeUpstream(r, o, start, cs)
+	l.observeUpstream(r, o, start, body, cs)
 }
 
 // writeCancelled answers a request whose wait ended with its context.
@@ -139,3 +141,34 @@ func (l *Middleware) Admit(r *http.Request) (res Result, done func()) {
 
 // nothing is the done of a request that holds nothing.
 func nothing() {}
+
+// ResponseOutliver is implemented by a ResponseWriter whose response can
+// outlive its handler, its body sent by the server after the handler
+// returned (as fasthttp streams a body). AfterResponse reports whether the
+// writer will call f once the response was sent, or failed, in which case
+// a request's in-flight slots are held until then; false if the response
+// ended with the handler. The Handler finds it through Unwrap.
+type ResponseOutliver interface {
+	AfterResponse(f func()) bool
+}
+
+// releaseAfter gives back the slots held since at once the response has
+// been sent: now, or later for a writer whose response outlives the
+// handler.
+func (l *Middleware) releaseAfter(w http.ResponseWriter, slots []heldSlot, at time.Time) {
+	for w != nil {
+		if o, ok := w.(ResponseOutliver); ok {
+			held := slices.Clone(slots)
+			if o.AfterResponse(func() { l.releaseAll(held, l.opts.now().Sub(at)) }) {
+				return
+			}
+			break
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	l.releaseAll(slots, l.opts.now().Sub(at))
+}

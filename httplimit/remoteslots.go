@@ -32,7 +32,7 @@ type remoteHold struct {
 }
 
 // releaseTimeout bounds the release of a slot in a shared store; one that
-// fails expires with its TTL.
+// fails is retried until it expires with its TTL.
 const releaseTimeout = 2 * time.Second
 
 // holderIDs makes the holder ids of this process's requests: a random
@@ -57,13 +57,19 @@ type renewer struct {
 	mu   sync.Mutex
 	held map[*remoteHold]struct{} // guarded by mu
 	ttl  time.Duration            // guarded by mu: the shortest TTL seen
+	// unreleased are the slots whose release failed, each with when it
+	// expires anyway: retried each second, so that a slot given back
+	// while the store was stalled does not stay taken for a TTL once the
+	// store answers again. At most maxUnreleased; guarded by mu.
+	unreleased map[*remoteHold]time.Time
 	// onError reports a failed renewal (Options.OnStoreError).
 	onError    func(error)
 	stop, done chan struct{}
 }
 
 func newRenewer(onError func(error)) *renewer {
-	r := &renewer{held: map[*remoteHold]struct{}{}, onError: onError, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &renewer{held: map[*remoteHold]struct{}{}, unreleased: map[*remoteHold]time.Time{}, onError: onError,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -83,19 +89,38 @@ func (r *renewer) remove(h *remoteHold) {
 	r.mu.Unlock()
 }
 
+// maxUnreleased bounds the failed releases kept for a retry: a long
+// outage under load fails more, and those beyond expire with their TTL.
+const maxUnreleased = 10000
+
+// retryRelease keeps h, whose release failed at now, for a retry until it
+// would have expired.
+func (r *renewer) retryRelease(h *remoteHold, now time.Time) {
+	r.mu.Lock()
+	if len(r.unreleased) < maxUnreleased {
+		r.unreleased[h] = now.Add(h.s.TTL())
+	}
+	r.mu.Unlock()
+}
+
 // loop renews until close: it checks every 200 ms (a fifth of the
 // shortest TTL a store allows) whether a third of the shortest TTL has
-// passed since the last renewal.
+// passed since the last renewal; and each second it retries the failed
+// releases.
 func (r *renewer) loop() {
 	defer close(r.done)
 	tk := time.NewTicker(200 * time.Millisecond)
 	defer tk.Stop()
-	last := time.Now()
+	last, retried := time.Now(), time.Now()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case now := <-tk.C:
+			if now.Sub(retried) >= time.Second {
+				retried = now
+				r.release(now)
+			}
 			r.mu.Lock()
 			ttl := r.ttl
 			r.mu.Unlock()
@@ -105,6 +130,32 @@ func (r *renewer) loop() {
 			last = now
 			r.renew(ttl / 3)
 		}
+	}
+}
+
+// release retries the failed releases, dropping those expired by now; it
+// stops at the first that fails again, as the store still does.
+func (r *renewer) release(now time.Time) {
+	r.mu.Lock()
+	var todo []*remoteHold
+	for h, expires := range r.unreleased {
+		if now.After(expires) {
+			delete(r.unreleased, h)
+			continue
+		}
+		todo = append(todo, h)
+	}
+	r.mu.Unlock()
+	for _, h := range todo {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := h.s.Release(ctx, h.key, h.holder)
+		cancel()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		delete(r.unreleased, h)
+		r.mu.Unlock()
 	}
 }
 
@@ -194,15 +245,24 @@ func (l *Middleware) peers() int {
 }
 
 // releaseRemote gives back a slot of a shared store, and stops renewing
-// it: if the release fails, it expires.
+// it: if the release fails, it is retried each second until it would have
+// expired.
 func (l *Middleware) releaseRemote(h *remoteHold) {
-	if rn := l.renewals(); rn != nil {
+	rn := l.renewals()
+	if rn != nil {
 		rn.remove(h)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	if err := h.s.Release(ctx, h.key, h.holder); err != nil && l.opts.onStoreError != nil {
-		l.opts.onStoreError(fmt.Errorf("httplimit: releasing an in-flight slot (it expires instead): %w", err))
+	err := h.s.Release(ctx, h.key, h.holder)
+	if err == nil {
+		return
+	}
+	if rn != nil {
+		rn.retryRelease(h, time.Now())
+	}
+	if l.opts.onStoreError != nil {
+		l.opts.onStoreError(fmt.Errorf("httplimit: releasing an in-flight slot (retried until it expires): %w", err))
 	}
 }
 

@@ -160,6 +160,12 @@ type probedConn struct {
 type fastExchange struct {
 	p   *fastProxy
 	ctx *fasthttp.RequestCtx
+	// reqBody, if not nil, is what the request's body stream is read
+	// through: the limiter's reader around it.
+	reqBody io.Reader
+	// after, if not nil, is called once the body was sent, or failed: the
+	// limiter's release of the request's in-flight slots.
+	after func()
 	// cc is the HostClient's connection, whose type fasthttp does not
 	// export (see connOf); conn is its net.Conn.
 	cc   any
@@ -227,17 +233,23 @@ func (errNoFreeConn) Timeout() bool     { return true }
 // answer to ctx.Response: fields first (the limiter's), then the upstream's
 // own but the hop-by-hop ones. trusted says that the client is a trusted
 // proxy, whose X-Forwarded-For is extended rather than replaced. A request
-// carrying Upgrade must not reach serve: it forwards no upgrade.
-func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted bool) {
+// carrying Upgrade must not reach serve: it forwards no upgrade. body, if
+// not nil, is what the request's body stream is read through. It returns
+// the exchange whose body the server streams once the handler returned,
+// nil if none.
+func (p *fastProxy) serve(ctx *fasthttp.RequestCtx, fields http.Header, trusted bool, body io.Reader) *fastExchange {
 	x := p.exchanges.Get().(*fastExchange)
-	x.ctx = ctx
+	x.ctx, x.reqBody = ctx, body
 	copyFields(&ctx.Response.Header, fields)
 	if err := x.roundTrip(trusted); err != nil {
 		x.finish(false)
 		p.fail(ctx, err)
-		return
+		return nil
 	}
-	x.respond()
+	if !x.respond() {
+		return nil
+	}
+	return x
 }
 
 // roundTrip sends the request and reads the final response header. A
@@ -553,13 +565,16 @@ func namedIn(values [][]byte, k []byte) bool {
 // timeout; a read from the client that fails is a clientBodyError.
 func (x *fastExchange) writeBody(length int) error {
 	src := x.ctx.RequestBodyStream()
-	if src == nil {
+	switch {
+	case src == nil:
 		// The server read the body whole.
 		body := x.ctx.Request.Body()
 		if length >= 0 && len(body) != length {
 			return clientBodyError{io.ErrUnexpectedEOF}
 		}
 		src = bytes.NewReader(body)
+	case x.reqBody != nil:
+		src = x.reqBody // the stream, through the limiter's reader
 	}
 	buf := copyBufferPool.Get().(*[copyBufferSize]byte)
 	defer copyBufferPool.Put(buf)
@@ -708,7 +723,7 @@ func mustPeek(br *bufio.Reader) []byte {
 
 // respond writes the status and the upstream's fields to the client's
 // response, and hands it the body as a stream: x, until its Close.
-func (x *fastExchange) respond() {
+func (x *fastExchange) respond() (streams bool) {
 	ctx, in := x.ctx, &x.res.Header
 	out := &ctx.Response.Header
 	code := in.StatusCode()
@@ -726,7 +741,7 @@ func (x *fastExchange) respond() {
 			out.SetContentLength(x.length)
 		}
 		x.finish(true)
-		return
+		return false
 	}
 	for name := range in.Trailers() {
 		out.AddTrailerBytes(name)
@@ -735,6 +750,7 @@ func (x *fastExchange) respond() {
 	x.res.ReadBody(x.br, 0) // a stream: reads nothing yet, cannot fail
 	x.body = x.res.BodyStream()
 	ctx.Response.SetBodyStream(x, max(x.length, -1))
+	return true
 }
 
 // Read reads the upstream's body for the server, and passes its trailers
@@ -764,7 +780,11 @@ func (x *fastExchange) Close() error {
 // finish releases the connection and puts x back in the pool.
 func (x *fastExchange) finish(whole bool) {
 	x.release(whole)
-	x.ctx = nil
+	if f := x.after; f != nil {
+		x.after = nil
+		f()
+	}
+	x.ctx, x.reqBody = nil, nil
 	clear(x.listed)
 	x.listed = x.listed[:0]
 	x.p.exchanges.Put(x)

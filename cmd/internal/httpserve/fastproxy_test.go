@@ -51,7 +51,7 @@ func testFastProxy(t *testing.T, upstream string, trusted bool, timeout time.Dur
 	p, closeProxy := newFastProxy(u, &settings.HTTP{UpstreamTimeout: timeout}, m, logs)
 	srv := &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
-			p.serve(ctx, http.Header{"X-Rate": {"limiter"}}, trusted)
+			p.serve(ctx, http.Header{"X-Rate": {"limiter"}}, trusted, nil)
 		},
 		StreamRequestBody:            true,
 		NoDefaultServerHeader:        true,

@@ -1,6 +1,7 @@
 package httpserve
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 
@@ -48,7 +49,7 @@ func PublicFast(lim *httplimit.Middleware, upstream *url.URL, f *settings.HTTP, 
 		}
 		writeDeadline(ctx, f)
 		e.forward(r)
-		proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r))
+		e.w.stream = proxy.serve(ctx, e.w.h, lim.FromTrustedProxy(r), bodyOf(e, r))
 		if w != &e.w {
 			// A writer around the view (an adaptive rule's) learns the
 			// status the upstream answered, which fasthttp already holds.
@@ -103,4 +104,15 @@ func fastHandler(f *settings.HTTP, serve func(*requestView)) fasthttp.RequestHan
 		}
 		serve(e)
 	}
+}
+
+// bodyOf is the body the proxy reads of r, the request the limiter passed
+// on: the stream of e's request, unless the limiter gave r a body of its
+// own around it (an adaptive rule's, which notes when it was read whole);
+// nil for the stream itself.
+func bodyOf(e *requestView, r *http.Request) io.Reader {
+	if r.Body == nil || r.Body == http.NoBody || r.Body == &e.body {
+		return nil
+	}
+	return r.Body
 }

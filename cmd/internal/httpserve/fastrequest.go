@@ -321,12 +321,26 @@ type fastWriter struct {
 	// view is the request view the writer is part of, which the
 	// limiter's next handler forwards.
 	view *requestView
+	// stream is the proxied exchange whose body fasthttp sends once the
+	// handler returned; nil if none.
+	stream *fastExchange
 }
 
 func (w *fastWriter) reset(ctx *fasthttp.RequestCtx) {
 	w.ctx = ctx
 	clear(w.h)
 	w.wrote = false
+	w.stream = nil
+}
+
+// AfterResponse has f called once a proxied body was sent, or failed:
+// the request's in-flight slots are held while it streams.
+func (w *fastWriter) AfterResponse(f func()) bool {
+	if w.stream == nil {
+		return false
+	}
+	w.stream.after = f
+	return true
 }
 
 func (w *fastWriter) Header() http.Header { return w.h }

@@ -154,7 +154,7 @@ func BenchmarkFastProxy(b *testing.B) {
 	w := bufio.NewWriter(io.Discard)
 	serve := func() {
 		ctx.Response.Reset()
-		p.serve(ctx, fields, false)
+		p.serve(ctx, fields, false, nil)
 		if err := ctx.Response.Write(w); err != nil {
 			b.Fatal(err)
 		}
