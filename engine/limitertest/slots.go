@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -403,7 +404,7 @@ func slotsBadInput(s *slotSuite) {
 			s.t.Errorf("%s: error %v, want one wrapping engine.ErrInvalidSlot", what, err)
 		}
 	}
-	for _, max := range []int{0, -1, -1 << 62} {
+	for _, max := range []int{0, -1, math.MinInt} {
 		ok, _, err := sl.Acquire(s.ctx, "k", "h", max)
 		if ok {
 			s.t.Errorf("Acquire with max %d admitted", max)
