@@ -249,10 +249,16 @@ func (l *Middleware) clockBody(r *http.Request) (*http.Request, *bodyClock) {
 // an upstream that timed out). The latency starts when the upstream had
 // the whole request: the body's end, if the client sent one before the
 // response began, and the time spent sending it is the client's.
+//
+// The observation is dated when the request was passed on, not when it
+// ended: a step that finds the upstream unhealthy judges the requests sent
+// until then, and those still in the upstream's queue, sent at the rate
+// it just lowered, must not count against the lower rate too.
 func (l *Middleware) observeUpstream(r *http.Request, o *observer, start time.Time, body *bodyClock, cs []*ruleAdaptive) {
 	if r.Context().Err() != nil {
 		return
 	}
+	passed := start
 	now := l.opts.now()
 	at, status := o.at, o.status
 	if status == 0 {
@@ -266,6 +272,6 @@ func (l *Middleware) observeUpstream(r *http.Request, o *observer, start time.Ti
 		}
 	}
 	for _, c := range cs {
-		c.c.Observe(now, at.Sub(start), status >= 500)
+		c.c.Observe(passed, at.Sub(start), status >= 500)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,5 +208,41 @@ func TestAdaptiveKeepsFlusher(t *testing.T) {
 	h.ServeHTTP(w, req("192.0.2.1:1", "/"))
 	if !flushed || !w.Flushed {
 		t.Errorf("flushed %v, recorder flushed %v; want both", flushed, w.Flushed)
+	}
+}
+
+// A request passed on before a step found the upstream slow is that
+// step's to judge: answered after it, it does not count against the rate
+// the step lowered, which would lower it again for a queue the lower rate
+// did not build.
+func TestAdaptiveJudgesEachRequestOnce(t *testing.T) {
+	l, c := newLimiter(t, adaptiveRules, httplimit.Options{})
+	release := make(chan struct{})
+	var entered sync.WaitGroup
+	blocked := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered.Done()
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}))
+	var done sync.WaitGroup
+	for range 50 {
+		entered.Add(1)
+		done.Go(func() { blocked.ServeHTTP(httptest.NewRecorder(), req("192.0.2.1:1", "/")) })
+	}
+	entered.Wait()
+	latency, status := 200*time.Millisecond, http.StatusOK
+	run(t, l, l.Handler(upstreamOn(c, &latency, &status)), c, 50, context.Background())
+	lowered := rateOf(l)
+	if lowered >= 100 {
+		t.Fatalf("rate after a slow step = %v, want below 100", lowered)
+	}
+	// The 50 held since before the step are answered now, seconds late.
+	c.Add(2 * time.Second)
+	close(release)
+	done.Wait()
+	c.Add(time.Second)
+	httplimit.StepAdaptive(l, c.Now())
+	if r := rateOf(l); r != lowered {
+		t.Errorf("rate after the step that saw only requests of the last = %v, want %v held", r, lowered)
 	}
 }
