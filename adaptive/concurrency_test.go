@@ -51,9 +51,11 @@ func TestConcurrentObserveAndStep(t *testing.T) {
 }
 
 // The total over a window of as many steps as were run counts every
-// observation exactly once.
+// observation exactly once. ErrorRate 1 keeps a step from finding the
+// upstream unhealthy: a step that ran while only the goroutine of the
+// failures had observed would, and its verdict would spend the window.
 func TestConcurrentObserveCounted(t *testing.T) {
-	c := mustNew(t, Config{Floor: 1, Ceiling: 1e6, LatencyTarget: time.Second, Window: 100 * time.Second, MinSamples: 1})
+	c := mustNew(t, Config{Floor: 1, Ceiling: 1e6, LatencyTarget: time.Second, Window: 100 * time.Second, MinSamples: 1, ErrorRate: 1})
 	const goroutines, each = 4, 10_000
 	var wg sync.WaitGroup
 	for g := range goroutines {

@@ -84,17 +84,22 @@ func New(cfg Config) (*Controller, error) {
 // timeout), not the client (see the package documentation: 4xx and
 // disconnects must not be observed as failures, and a disconnect not at
 // all). A negative latency counts as 0. An observation made before the
-// last step that found the upstream unhealthy is dropped: that step has
-// judged its time.
+// last step that found the upstream unhealthy is not judged again, as
+// that step judged its time; what the upstream served counts it still.
 //
 // Observe is lock-free and allocates nothing: a binary search over the
-// histogram's bounds and up to three atomic adds.
+// histogram's bounds and up to four atomic adds.
 func (c *Controller) Observe(at time.Time, latency time.Duration, failed bool) {
+	s := &c.slots[c.cur.Load()]
+	// What the upstream served counts whenever it was asked: an upstream
+	// that drains a queue built before a verdict serves those requests.
+	if !failed {
+		s.served.Add(1)
+	}
 	if j := c.judged.Load(); j != nil && at.Before(*j) {
 		return
 	}
 	latency = max(latency, 0)
-	s := &c.slots[c.cur.Load()]
 	s.hist[bucketOf(int64(latency))].Add(1)
 	if failed {
 		s.failed.Add(1)
@@ -175,11 +180,7 @@ func (c *Controller) Step(at time.Time) (rate float64, changed bool) {
 		slow += s.slow.Load()
 	}
 	newest := &c.slots[closed]
-	var newestN uint64
-	for i := range newest.hist {
-		newestN += newest.hist[i].Load()
-	}
-	served := float64(newestN-min(newest.failed.Load(), newestN)) / dur.Seconds()
+	served := float64(newest.served.Load()) / dur.Seconds()
 	c.stats.Served = served
 
 	if n < uint64(c.cfg.MinSamples) {

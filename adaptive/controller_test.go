@@ -261,3 +261,27 @@ func TestZeroTimeClock(t *testing.T) {
 		t.Errorf("rate %g after late slow and fresh fast observations, want 160", r)
 	}
 }
+
+// Responses to requests sent before a verdict, reported after it (a caller
+// that dates observations when the request was sent, as httplimit does),
+// are judged no more but still count as served: an upstream draining the
+// queue they built is draining, and the rate holds.
+func TestServedCountsRequestsJudgedBefore(t *testing.T) {
+	c := mustNew(t, base)
+	feed(c, 1, 200, time.Second, false) // overloaded, at 200/s
+	if r, _ := step(c, 1); r != 140 {
+		t.Fatalf("overload: rate %g, want 140", r)
+	}
+	// The queue drains at 200/s: its requests were sent before the
+	// verdict; the few sent since are slow behind them.
+	feed(c, 1, 200, 800*time.Millisecond, false)
+	for i := range 120 {
+		c.Observe(t0.Add(time.Second+time.Duration(i)*time.Millisecond), 600*time.Millisecond, false)
+	}
+	if r, changed := step(c, 2); r != 140 || changed {
+		t.Errorf("draining the queue of requests sent before the verdict: rate %g, changed %v; want 140 held", r, changed)
+	}
+	if st := c.Stats(); st.Drains != 1 || st.Served != 320 {
+		t.Errorf("stats %+v; want 1 drain, 320 served", st)
+	}
+}

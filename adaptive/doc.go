@@ -32,7 +32,9 @@
 // Two rules keep one overload from driving the rate to the floor. A
 // verdict of unhealthy spends the observations it judged: the next step
 // judges only what came after it, or the same bad window would decrease
-// the rate at every step until it has passed. And an unhealthy upstream
+// the rate at every step until it has passed (an observation dated before
+// the verdict is not judged either, though what the upstream served counts
+// it). And an unhealthy upstream
 // that served more than the rate in the last step is draining the queue
 // that the overload built up, which takes a while after the rate is below
 // its capacity: the rate holds until the latency is back under the

@@ -89,6 +89,9 @@ type slot struct {
 	hist   []atomic.Uint64
 	failed atomic.Uint64
 	slow   atomic.Uint64
+	// served counts the responses reported in the slot that did not
+	// fail, judged or not: what the upstream served.
+	served atomic.Uint64
 	// dur is how long the slot was open: the time between the steps that
 	// opened and closed it. Only Step, under the controller's mutex, reads
 	// and writes it.
@@ -105,5 +108,6 @@ func (s *slot) clear() {
 	}
 	s.failed.Store(0)
 	s.slow.Store(0)
+	s.served.Store(0)
 	s.dur = 0
 }
