@@ -142,13 +142,13 @@ func (l *Middleware) Admit(r *http.Request) (res Result, done func()) {
 // nothing is the done of a request that holds nothing.
 func nothing() {}
 
-// ResponseOutliver is implemented by a ResponseWriter whose response can
+// AfterResponder is implemented by a ResponseWriter whose response can
 // outlive its handler, its body sent by the server after the handler
 // returned (as fasthttp streams a body). AfterResponse reports whether the
 // writer will call f once the response was sent, or failed, in which case
 // a request's in-flight slots are held until then; false if the response
 // ended with the handler. The Handler finds it through Unwrap.
-type ResponseOutliver interface {
+type AfterResponder interface {
 	AfterResponse(f func()) bool
 }
 
@@ -157,7 +157,7 @@ type ResponseOutliver interface {
 // handler.
 func (l *Middleware) releaseAfter(w http.ResponseWriter, slots []heldSlot, at time.Time) {
 	for w != nil {
-		if o, ok := w.(ResponseOutliver); ok {
+		if o, ok := w.(AfterResponder); ok {
 			held := slices.Clone(slots)
 			if o.AfterResponse(func() { l.releaseAll(held, l.opts.now().Sub(at)) }) {
 				return
