@@ -108,9 +108,10 @@ func checkCalendars(t *testing.T, data []byte) {
 	}
 }
 
-// yamlLine is the line number of the YAML decoder's messages, which
+// yamlLine is a line number in the YAML decoder's messages, at their
+// start or within them ("not a YAML mapping: yaml: line 2: ..."), which
 // removing a calendar's lines shifts.
-var yamlLine = regexp.MustCompile(`^line [0-9]+: `)
+var yamlLine = regexp.MustCompile(`line [0-9]+: `)
 
 // problems is the set of problems of a ParseDomain error, without line
 // numbers.
