@@ -57,6 +57,7 @@ const waitingRules = `{"rules":[
 // serve a bounded memory, and once their clients leave (or, on fasthttp,
 // once their turns came) nobody waits.
 func TestAttackEdgeWaitingFlood(t *testing.T) {
+	skipShort(t)
 	const keys, maxWaiting = 250, 100
 	up := newTestUpstream(t, 0)
 	rules := filepath.Join(t.TempDir(), "rules.json")
@@ -184,6 +185,7 @@ const keyFloodRules = `{"rules":[{"name":"one","limit_keys":["header:X-Key"],"al
 // 800 connections leave in pools and buffers): the 2,400 keys of those
 // three held 9.4 MiB, which a table that kept an entry per key would keep.
 func TestAttackEdgeInFlightKeyFlood(t *testing.T) {
+	skipShort(t)
 	const rounds, perRound = 4, 800
 	up := newTestUpstream(t, 1500*time.Millisecond)
 	rules := filepath.Join(t.TempDir(), "rules.json")
@@ -345,6 +347,7 @@ const stallRules = `{"rules":[
 // and those that acquires timed out on, were given back, not left to
 // expire a TTL (30 s) later.
 func TestAttackEdgeStalledSlotStore(t *testing.T) {
+	skipShort(t)
 	for _, store := range []string{"redis", "postgres"} {
 		t.Run("store="+store, func(t *testing.T) {
 			var args []string
@@ -488,6 +491,7 @@ func steerUpstream(t *testing.T) *httptest.Server {
 // upload). Each attack goes on for 6 s (six steps of the controller)
 // beside an honest client, and the rate stays at the rule's 400.
 func TestAttackEdgeAdaptiveSteering(t *testing.T) {
+	skipShort(t)
 	attacks := []struct {
 		name    string
 		clients int
@@ -669,6 +673,7 @@ func reloadRules(i int) string {
 // mode and hold in-flight slots: no panic, every request answered, and
 // afterwards nobody waits, no slot is held, and 2 at once pass again.
 func TestAttackEdgeReloadStorm(t *testing.T) {
+	skipShort(t)
 	up := newTestUpstream(t, 200*time.Millisecond)
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, reloadRules(0))
@@ -718,5 +723,13 @@ func TestAttackEdgeReloadStorm(t *testing.T) {
 		if a.err != nil || a.status != http.StatusOK {
 			t.Errorf("after the storm, request %d of 2 at once: %d %q, %v; want 200", i, a.status, a.reason, a.err)
 		}
+	}
+}
+
+// skipShort skips a long attack under -short: the full suite runs it.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("long attack: run without -short")
 	}
 }

@@ -18,6 +18,7 @@ const adaptiveRules = `{"rules":[{"name":"upstream","limit_keys":["global"],
 // controls: it falls when the upstream slows past the target, and climbs
 // back to the rule's rate once it is fast again; the metric shows it.
 func TestServeAdaptiveRate(t *testing.T) {
+	skipShort(t)
 	up := newTestUpstream(t, 5*time.Millisecond)
 	rules := filepath.Join(t.TempDir(), "rules.json")
 	writeRules(t, rules, adaptiveRules)
