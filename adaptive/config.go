@@ -80,8 +80,20 @@ type settings struct {
 }
 
 func invalid(field, must string, got any) error {
-	return fmt.Errorf("%w: %s must %s, got %v", ErrInvalidConfig, field, must, got)
+	return &FieldError{Field: field, Must: must, Got: fmt.Sprint(got)}
 }
+
+// FieldError is the error of a Config field out of range: Field (as
+// Config names it) must Must, and holds Got. It wraps ErrInvalidConfig.
+type FieldError struct {
+	Field, Must, Got string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s must %s, got %s", ErrInvalidConfig, e.Field, e.Must, e.Got)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
 
 // check validates cfg and fills in its defaults. It reports the first
 // field at fault, in the order of Config.

@@ -54,7 +54,7 @@ func TestDelayedCallsWaitTheirTurn(t *testing.T) {
 		// call going from one to the other is not counted twice.
 		waitFor(t, fmt.Sprintf("decision on call %d", k), func() bool {
 			n := arrived()
-			return int64(n)+c.m.Waiting() >= int64(k+1)
+			return int64(n)+c.m.DelayStats().Waiting >= int64(k+1)
 		})
 	}
 	for range 5 {
@@ -162,7 +162,7 @@ func TestWaitStatuses(t *testing.T) {
 		_, err := intercept(ctx, nil, info, func(context.Context, any) (any, error) { return "done", nil })
 		waiting <- err
 	}()
-	waitFor(t, "waiting call", func() bool { return m.Waiting() == 1 })
+	waitFor(t, "waiting call", func() bool { return m.DelayStats().Waiting == 1 })
 	_, err = intercept(context.Background(), nil, info, handler)
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), httplimit.ReasonDelayFull) {
 		t.Errorf("a call that would wait while MaxWaiting calls wait: %v, want ResourceExhausted (%s)", err, httplimit.ReasonDelayFull)

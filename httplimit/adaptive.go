@@ -1,11 +1,12 @@
 package httplimit
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -70,15 +71,16 @@ func validateAdaptive(r *Rule, bad badFunc) {
 		bad("adaptive", `only a rule with "limit_keys": ["global"] can adapt: its rate is weighed against the upstream's whole throughput`)
 	}
 	if _, err := adaptive.New(r.Adaptive.config(r.Rate)); err != nil {
-		msg := strings.TrimPrefix(err.Error(), adaptive.ErrInvalidConfig.Error()+": ")
-		field, rest, _ := strings.Cut(msg, " ")
-		if f, ok := adaptiveFields[field]; ok {
-			field = f
+		var fe *adaptive.FieldError
+		if !errors.As(err, &fe) {
+			bad("adaptive", "%v", err)
+			return
 		}
-		if field == "algorithm_config.tokens_per_second" {
+		field, rest := adaptiveFields[fe.Field], "must "+fe.Must+", got "+fe.Got
+		if fe.Field == "Ceiling" {
 			rest = "must be at least adaptive.floor, the least the rate falls to"
 		}
-		bad(field, "%s", rest)
+		bad(cmp.Or(field, "adaptive"), "%s", rest)
 	}
 }
 

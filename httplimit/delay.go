@@ -276,9 +276,6 @@ func (l *Middleware) await(ctx context.Context, w *waiter, delay time.Duration) 
 	return true
 }
 
-// Waiting returns how many requests wait in delay mode now.
-func (l *Middleware) Waiting() int64 { return l.waiting.Load() }
-
 // DelayStats are the counts of delay mode across the rules.
 type DelayStats struct {
 	// Waiting is how many requests wait now.

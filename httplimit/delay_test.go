@@ -195,7 +195,7 @@ func TestDelayMaxWaiting(t *testing.T) {
 		t.Errorf("third waiter with MaxWaiting 2: %d %q Retry-After %q, want 429 %s, 1", w.Code,
 			w.Header().Get(httplimit.ReasonHeader), w.Header().Get("Retry-After"), httplimit.ReasonDelayFull)
 	}
-	if n := l.Waiting(); n != 2 {
+	if n := l.DelayStats().Waiting; n != 2 {
 		t.Errorf("Waiting = %d, want 2", n)
 	}
 	close(release)

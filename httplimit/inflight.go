@@ -213,70 +213,72 @@ func (l *Middleware) acquireSlots(q *request, now time.Time, res *Result, applie
 	sc.slotsAt = now
 	for _, i := range slotIdx {
 		ru, p := applied[i], &res.Policies[i]
-		f := ru.inflight
-		limit := f.max.Load()
-		if ru.remote != nil {
-			if !hold {
-				// Check asks no store: it could not give the slot back.
-				p.Unknown = true
+		switch {
+		case ru.remote != nil && !hold:
+			// Check asks no store: it could not give the slot back.
+			p.Unknown = true
+		case ru.remote != nil:
+			ok, denied := l.acquireRemote(q, now, res, ru, p)
+			if ok {
 				continue
 			}
-			ok, denied := l.acquireRemote(q, now, res, ru, p)
-			switch {
-			case ok:
-				continue
-			case !denied: // the store failed, and the rule fails closed
-				l.releaseSlots(sc, now)
+			l.releaseSlots(sc, now)
+			if denied {
+				l.denyInFlight(q, now, res, i, ru, p)
+			} else { // the store failed, and the rule fails closed
 				for j := range res.Policies {
 					res.Policies[j].Unknown = true
 				}
 				res.Allowed, res.Status, res.Reason, res.RetryAfter = false, http.StatusServiceUnavailable, ReasonStoreUnavailable, 1
-				return false
 			}
-			limit = int64(ru.MaxInFlight)
-		}
-		var s *slots
-		var n int64
-		ok := true
-		switch {
-		case ru.remote != nil:
-			ok, n = false, limit // denied by the shared count
-		case hold:
-			s, n = f.acquire(p.Key)
-			ok = s != nil
-		default:
-			if n = f.inUse(p.Key); n < limit {
-				n++ // as if it held one
-			} else {
-				ok = false
-			}
-		}
-		if !ok {
+			return false
+		case !l.acquireLocal(sc, ru, p, hold):
 			l.releaseSlots(sc, now)
-			for j := range res.Policies {
-				res.Policies[j].Unknown = j != i
-			}
-			p.Remaining, p.Denied = 0, true
-			p.RetryIn = f.retryIn()
-			p.FullIn = p.RetryIn
-			ru.counters.denied.Add(1)
-			res.Allowed, res.Status, res.DeniedBy, res.Reason = false, http.StatusTooManyRequests, ru.Name, ReasonInFlightExceeded
-			res.RetryAfter = p.RetryIn
-			l.denied(q, now, ru, p, res.Reason)
+			l.denyInFlight(q, now, res, i, ru, p)
 			return false
 		}
-		if hold {
-			sc.slots[sc.nslots] = heldSlot{f: f, s: s}
-			sc.nslots++
-		}
-		p.Remaining = float64(limit - n)
-		if p.Remaining < 1 {
-			p.RetryIn = f.retryIn()
-			p.FullIn = p.RetryIn
-		}
 	}
-	sc.slotsAt = now
 	return true
+}
+
+// acquireLocal takes, with hold, a slot of ru's own table into sc, or
+// checks that one is free, and fills p's state; it reports whether the
+// key had one.
+func (l *Middleware) acquireLocal(sc *scratch, ru *rule, p *Policy, hold bool) bool {
+	f := ru.inflight
+	limit := f.max.Load()
+	var s *slots
+	var n int64
+	if hold {
+		if s, n = f.acquire(p.Key); s == nil {
+			return false
+		}
+		sc.slots[sc.nslots] = heldSlot{f: f, s: s}
+		sc.nslots++
+	} else if n = f.inUse(p.Key) + 1; n > limit { // as if it held one
+		return false
+	}
+	p.Remaining = float64(limit - n)
+	if p.Remaining < 1 {
+		p.RetryIn = f.retryIn()
+		p.FullIn = p.RetryIn
+	}
+	return true
+}
+
+// denyInFlight denies the request for in-flight limit ru (policy p, the
+// i-th applied): its key has no slot free. No other limit was taken from.
+func (l *Middleware) denyInFlight(q *request, now time.Time, res *Result, i int, ru *rule, p *Policy) {
+	for j := range res.Policies {
+		res.Policies[j].Unknown = j != i
+	}
+	p.Remaining, p.Denied = 0, true
+	p.RetryIn = ru.inflight.retryIn()
+	p.FullIn = p.RetryIn
+	ru.counters.denied.Add(1)
+	res.Allowed, res.Status, res.DeniedBy, res.Reason = false, http.StatusTooManyRequests, ru.Name, ReasonInFlightExceeded
+	res.RetryAfter = p.RetryIn
+	l.denied(q, now, ru, p, res.Reason)
 }
 
 // settleSlots completes the in-flight limits at slotIdx once the rate

@@ -122,7 +122,7 @@ func holdUp(b *testing.B, delay bool) heldUp {
 	}
 	held := func() int64 {
 		if delay {
-			return l.Waiting()
+			return l.DelayStats().Waiting
 		}
 		return entered.Load()
 	}
