@@ -378,8 +378,12 @@ func (l *Middleware) releaseAll(slots []heldSlot, d time.Duration) {
 	for _, h := range slots {
 		if h.remote != nil {
 			h.f.noteHeld(d)
-			h.f.remoteHeld.Add(-1)
-			go l.releaseRemote(h.remote)
+			// Counted as held until the store has it back (or the release
+			// failed and is left to its retries).
+			go func(h heldSlot) {
+				l.releaseRemote(h.remote)
+				h.f.remoteHeld.Add(-1)
+			}(h)
 			continue
 		}
 		h.f.release(h.s, d)

@@ -393,10 +393,18 @@ func TestAttackEdgeStalledSlotStore(t *testing.T) {
 				}
 			}
 			allPass("before the stall")
+			// Their slots go back to the store in the background, a round
+			// trip after their answers: wait for it, or the holders below
+			// may find all five still held.
+			if v := pollMetric(t, p, `faucet_in_flight{rule="share"}`, func(v float64) bool { return v == 0 }); v != 0 {
+				t.Fatalf(`faucet_in_flight{rule="share"} %v after the first requests ended, want 0`, v)
+			}
 
 			// Two requests hold slots in the store as it stalls: their
-			// upstream answers after 1 s, and their releases fail.
-			up.latency.Store(int64(time.Second))
+			// upstream answers after 1.8 s (within --upstream-timeout, and
+			// long enough for a loaded machine's scrape to see them), and
+			// their releases fail.
+			up.latency.Store(int64(1800 * time.Millisecond))
 			holders := make(chan []outcome, 1)
 			go func() { holders <- together(2, client, p.url("/held")) }()
 			if v := pollMetric(t, p, `faucet_in_flight{rule="share"}`, func(v float64) bool { return v == 2 }); v != 2 {
